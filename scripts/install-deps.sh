@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs every Debian package lockstep needs to build, test and benchmark (idempotent).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build git clang clang-format libclang-rt-14-dev
+      nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libxxhash-dev libcpp-httplib-dev nodejs npm python3)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
