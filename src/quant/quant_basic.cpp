@@ -1,0 +1,82 @@
+// Float formats (F32, F16, BF16) and the canonical f32 dot order shared by all paths.
+#include <cstring>
+
+#include "core/check.h"
+#include "core/half.h"
+#include "quant/quant.h"
+
+namespace lockstep::quant {
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  // Eight interleaved partial sums: the same order a 256-bit SIMD loop produces, so SIMD and
+  // portable builds agree bit for bit.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += a[i + k] * b[i + k];
+  for (int k = 0; i < n; ++i, ++k) acc[k] += a[i] * b[i];
+  const float s0 = (acc[0] + acc[4]) + (acc[1] + acc[5]);
+  const float s1 = (acc[2] + acc[6]) + (acc[3] + acc[7]);
+  return s0 + s1;
+}
+
+bool CanDequantize(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
+      return;
+    }
+    case DType::BF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToFloat(s[i]);
+      return;
+    }
+    default:
+      CHECKF(false, "DequantizeRow: {} not supported", Name(t));
+  }
+}
+
+bool CanQuantize(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::F16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
+      return;
+    }
+    case DType::BF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) d[i] = FloatToBF16(src[i]);
+      return;
+    }
+    default:
+      CHECKF(false, "QuantizeRow: {} not supported", Name(t));
+  }
+}
+
+void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
+  out->wtype = wtype;
+  out->n = n;
+  out->f32.assign(x, x + n);
+}
+
+float DotRow(const void* w_row, const PreparedRow& x) {
+  if (x.wtype == DType::F32) return DotF32(static_cast<const float*>(w_row), x.f32.data(), x.n);
+  // Generic path: expand the weight row, then the canonical f32 dot.
+  thread_local std::vector<float> w;
+  w.resize(static_cast<size_t>(x.n));
+  DequantizeRow(x.wtype, w_row, w.data(), x.n);
+  return DotF32(w.data(), x.f32.data(), x.n);
+}
+
+}  // namespace lockstep::quant
