@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -131,11 +132,12 @@ Status AddTokenizerFromHfJson(const std::string& tokenizer_json_path,
   }
 
   // Token ids of named specials: tokenizer_config first, then the usual Gemma names.
+  std::unordered_map<std::string_view, int64_t> text_to_id;
+  text_to_id.reserve(by_id.size());
+  for (const auto& [id, t] : by_id) text_to_id.emplace(t, id);
   auto id_of = [&](const std::string& name) -> int64_t {
-    if (name.empty()) return -1;
-    for (const auto& [id, t] : by_id)
-      if (t == name) return id;
-    return -1;
+    auto it = text_to_id.find(name);
+    return name.empty() || it == text_to_id.end() ? -1 : it->second;
   };
   auto pick = [&](const char* cfg_key, const char* fallback) {
     int64_t id = id_of(TokenName(cfg, cfg_key));
