@@ -27,8 +27,8 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n);
 struct PreparedRow {
   DType wtype = DType::F32;
   int64_t n = 0;
-  std::vector<float> f32;     // used by float weight types and the generic path
-  std::vector<uint8_t> q;     // used by integer-dot paths
+  std::vector<float> f32;  // used by float weight types and the generic path
+  std::vector<uint8_t> q;  // used by integer-dot paths
 };
 void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out);
 

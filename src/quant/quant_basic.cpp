@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "quant/quant_internal.h"
 
 namespace lockstep::quant {
 
@@ -20,7 +21,28 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return s0 + s1;
 }
 
-bool CanDequantize(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+namespace {
+
+detail::BlockDequantFn FindDequant(DType t) {
+  if (auto f = detail::LegacyDequant(t)) return f;
+  if (auto f = detail::KQuantDequant(t)) return f;
+  return detail::IqDequant(t);
+}
+
+detail::BlockQuantFn FindQuant(DType t) {
+  if (auto f = detail::LegacyQuant(t)) return f;
+  return detail::KQuantQuant(t);
+}
+
+bool IsFloat(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+}  // namespace
+
+bool CanDequantize(DType t) {
+  return IsFloat(t) || FindDequant(t) != nullptr;
+}
 
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
@@ -28,21 +50,31 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
       std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       return;
     case DType::F16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = HalfToFloat(s[i]);
+      const auto* s = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = detail::LoadHalf(s + 2 * i);
       return;
     }
     case DType::BF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToFloat(s[i]);
+      const auto* s = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToFloat(detail::Load16(s + 2 * i));
       return;
     }
     default:
-      CHECKF(false, "DequantizeRow: {} not supported", Name(t));
+      break;
   }
+  const auto fn = FindDequant(t);
+  CHECKF(fn != nullptr, "DequantizeRow: {} not supported", Name(t));
+  const DTypeInfo& info = Info(t);
+  CHECKF(n % info.block_size == 0, "DequantizeRow: {} elements is not a whole number of {} blocks",
+         n, info.name);
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < n / info.block_size; ++b)
+    fn(s + b * info.type_size, dst + b * info.block_size);
 }
 
-bool CanQuantize(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+bool CanQuantize(DType t) {
+  return IsFloat(t) || FindQuant(t) != nullptr;
+}
 
 void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
   switch (t) {
@@ -50,18 +82,26 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
       std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       return;
     case DType::F16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) detail::Store16(d + 2 * i, FloatToHalf(src[i]));
       return;
     }
     case DType::BF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) d[i] = FloatToBF16(src[i]);
+      auto* d = static_cast<uint8_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) detail::Store16(d + 2 * i, FloatToBF16(src[i]));
       return;
     }
     default:
-      CHECKF(false, "QuantizeRow: {} not supported", Name(t));
+      break;
   }
+  const auto fn = FindQuant(t);
+  CHECKF(fn != nullptr, "QuantizeRow: {} not supported", Name(t));
+  const DTypeInfo& info = Info(t);
+  CHECKF(n % info.block_size == 0, "QuantizeRow: {} elements is not a whole number of {} blocks", n,
+         info.name);
+  auto* d = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / info.block_size; ++b)
+    fn(src + b * info.block_size, d + b * info.type_size);
 }
 
 void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {

