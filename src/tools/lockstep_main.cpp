@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "cli/commands.h"
+#include "core/version.h"
 
 namespace {
 
@@ -25,7 +26,7 @@ constexpr Command kCommands[] = {
 
 void Usage(FILE* out) {
   std::fprintf(out, "lockstep %s (%s): exact Gemma 4 inference\n\nusage: lockstep COMMAND [options]\n\ncommands:\n",
-               LOCKSTEP_VERSION, LOCKSTEP_GIT_HASH);
+               lockstep::Version(), lockstep::GitHash());
   for (const auto& c : kCommands) std::fprintf(out, "  %-11s %s\n", c.name, c.help);
   std::fprintf(out, "\nRun `lockstep COMMAND --help` for a command's options.\n");
 }
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("lockstep %s (%s)\n", LOCKSTEP_VERSION, LOCKSTEP_GIT_HASH);
+    std::printf("lockstep %s (%s)\n", lockstep::Version(), lockstep::GitHash());
     return 0;
   }
   for (const auto& c : kCommands)

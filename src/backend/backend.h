@@ -1,0 +1,129 @@
+// The backend interface: tensors live in backend memory; the forward pass is written once
+// against these ops. Every op computes each output row from that row's own inputs in an order
+// fixed by the row alone (batch invariance is part of the contract, not an option).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace lockstep::backend {
+
+// A 2-D activation [rows, cols] of float32 in backend memory (rows = tokens).
+class Tensor {
+ public:
+  Tensor() = default;
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  float* data() const { return data_; }  // device pointer on device backends
+  float* row(int64_t r) const { return data_ + r * cols_; }
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  friend class Backend;
+  std::shared_ptr<void> storage_;
+  float* data_ = nullptr;
+  int64_t rows_ = 0, cols_ = 0;
+};
+
+// A weight tensor as the backend holds it (for the CPU: a view into the mmapped GGUF file).
+struct Weight {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> ne;   // ggml order
+  const void* data = nullptr;
+  size_t row_bytes = 0;      // bytes per ne[0]-row
+  int64_t n_rows() const;    // product of ne[1..]
+  const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
+  explicit operator bool() const { return data != nullptr; }
+};
+
+// Where each row of a batch sits: its sequence slot and absolute position.
+struct RowInfo {
+  std::span<const int32_t> pos;
+  std::span<const int32_t> seq;
+};
+
+class KvStore;  // per-layer K/V storage, defined in kv/
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int threads() const = 0;
+
+  // Memory. Contents of a new tensor are unspecified.
+  virtual Tensor NewTensor(int64_t rows, int64_t cols) = 0;
+  virtual void ToHost(const Tensor& t, std::vector<float>* out) = 0;
+  virtual void FromHost(std::span<const float> src, Tensor* t) = 0;
+  // Makes a weight usable by ops (a device upload for device backends; a view on the CPU).
+  virtual Weight PrepareWeight(Weight host_view) = 0;
+
+  // y[r] = table[ids[r]] * scale, rows dequantized to f32.
+  virtual void GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
+                       Tensor* y) = 0;
+  // y[r][j] = dot(x[r], w row j) for a weight {in, out}.
+  virtual void MatMul(const Weight& w, const Tensor& x, Tensor* y) = 0;
+  // Matmul restricted to the listed weight rows: y[r][i] = dot(x[r], w row ids[r][i]).
+  virtual void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
+                          int64_t ids_per_row, Tensor* y) = 0;
+  // RMSNorm over each group of `group` consecutive values: y = x / sqrt(mean(x^2)+eps) * w
+  // (w may be null: no weight; w has `group` elements) * extra_scale.
+  virtual void RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
+                       float extra_scale, Tensor* y) = 0;
+  // NEOX RoPE in place on heads of width head_dim: pairs (i, i + n_rot/2) for i < n_rot/2,
+  // angle = pos * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null).
+  virtual void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+                    const Weight* freq_factors) = 0;
+  virtual void Add(const Tensor& a, const Tensor& b, Tensor* y) = 0;
+  // y = a * s where s is a scalar held in a 1-element weight (layer_output_scale).
+  virtual void ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) = 0;
+  virtual void Scale(const Tensor& a, float s, Tensor* y) = 0;
+  virtual void Mul(const Tensor& a, const Tensor& b, Tensor* y) = 0;
+  // y = gelu_tanh(gate) * up; gate and up may be column ranges of one tensor.
+  virtual void GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
+                       int64_t width, Tensor* y) = 0;
+  virtual void Gelu(const Tensor& x, Tensor* y) = 0;
+  // y = c * tanh(x / c).
+  virtual void Softcap(const Tensor& x, float c, Tensor* y) = 0;
+  // Copies columns [col, col+width) of x into y (views without aliasing).
+  virtual void CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) = 0;
+  // y[i] = x[rows[i]].
+  virtual void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) = 0;
+  // y = concat(a, b) along columns.
+  virtual void Concat(const Tensor& a, const Tensor& b, Tensor* y) = 0;
+
+  // Writes rows of K and V (heads of width head_dim) into layer `layer` of `kv` at each row's
+  // (seq, pos), before any attention reads them.
+  virtual void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
+                       const RowInfo& rows) = 0;
+  // Causal attention of each query row over its own sequence's cached positions
+  // (p - window, p] (window <= 0: all of [0, p]), scale 1, GQA head mapping h / (H / Hkv).
+  virtual void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head,
+                         int n_head_kv, int head_dim, int window, const RowInfo& rows,
+                         Tensor* out) = 0;
+
+  // Mixture of experts (Gemma 4): per row, softmax over router logits, top-k, renormalise,
+  // y = sum_e w_e * down_scale[e] * down_e(gelu(gate_e x) * up_e x). With `up` null, `gate`
+  // is the fused {in, 2*n_ff_exp, n_expert} tensor with gate rows first. Experts are summed
+  // in ascending expert id, so the order does not depend on router ranking ties elsewhere.
+  virtual void MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate,
+                      const Weight* up, const Weight& down, const Weight* down_scale, int n_used,
+                      Tensor* y) = 0;
+
+ protected:
+  static Tensor Wrap(std::shared_ptr<void> storage, float* data, int64_t rows, int64_t cols) {
+    Tensor t;
+    t.storage_ = std::move(storage);
+    t.data_ = data;
+    t.rows_ = rows;
+    t.cols_ = cols;
+    return t;
+  }
+};
+
+}  // namespace lockstep::backend

@@ -1,0 +1,185 @@
+// CpuBackend: memory management and the element-wise ops.
+#include "backend/cpu/cpu_backend.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "quant/quant.h"
+
+namespace lockstep::backend {
+
+int64_t Weight::n_rows() const {
+  int64_t n = 1;
+  for (size_t i = 1; i < ne.size(); ++i) n *= ne[i];
+  return n;
+}
+
+CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
+
+Tensor CpuBackend::NewTensor(int64_t rows, int64_t cols) {
+  CHECK(rows >= 0 && cols >= 0);
+  const size_t n = static_cast<size_t>(std::max<int64_t>(1, rows * cols));
+  std::shared_ptr<float[]> buf(new float[n]);
+  float* data = buf.get();
+  return Wrap(std::shared_ptr<void>(buf, data), data, rows, cols);
+}
+
+void CpuBackend::ToHost(const Tensor& t, std::vector<float>* out) {
+  out->assign(t.data(), t.data() + t.rows() * t.cols());
+}
+
+void CpuBackend::FromHost(std::span<const float> src, Tensor* t) {
+  CHECK(static_cast<int64_t>(src.size()) == t->rows() * t->cols());
+  std::memcpy(t->data(), src.data(), src.size_bytes());
+}
+
+Weight CpuBackend::PrepareWeight(Weight host_view) { return host_view; }
+
+void WeightRowF32(const Weight& w, int64_t row, float* out) {
+  quant::DequantizeRow(w.type, w.row(row), out, w.ne[0]);
+}
+
+float GeluTanh(float x) {
+  const float kSqrt2OverPi = 0.7978845608028654f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
+}
+
+void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float extra_scale, float* y) {
+  const float ss = quant::DotF32(x, x, n);
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i] * inv;
+    if (w) v *= w[i];
+    y[i] = v * extra_scale;
+  }
+}
+
+namespace {
+// Applies fn(row) over all rows in parallel; each row is computed by one thread.
+template <typename F>
+void ForRows(ThreadPool& pool, int64_t rows, F&& fn) {
+  pool.ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) fn(r);
+  });
+}
+}  // namespace
+
+void CpuBackend::Add(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && a.cols() == b.cols() && y->rows() == a.rows());
+  const int64_t n = a.rows() * a.cols();
+  for (int64_t i = 0; i < n; ++i) y->data()[i] = a.data()[i] + b.data()[i];
+}
+
+void CpuBackend::Mul(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && a.cols() == b.cols());
+  const int64_t n = a.rows() * a.cols();
+  for (int64_t i = 0; i < n; ++i) y->data()[i] = a.data()[i] * b.data()[i];
+}
+
+void CpuBackend::Scale(const Tensor& a, float s, Tensor* y) {
+  const int64_t n = a.rows() * a.cols();
+  for (int64_t i = 0; i < n; ++i) y->data()[i] = a.data()[i] * s;
+}
+
+void CpuBackend::ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) {
+  float v;
+  CHECK(s.ne[0] == 1);
+  WeightRowF32(s, 0, &v);
+  Scale(a, v, y);
+}
+
+void CpuBackend::GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
+                         int64_t width, Tensor* y) {
+  CHECK(y->cols() == width && gate.rows() == up.rows() && y->rows() == gate.rows());
+  ForRows(pool_, gate.rows(), [&](int64_t r) {
+    const float* g = gate.row(r) + gate_col;
+    const float* u = up.row(r) + up_col;
+    float* o = y->row(r);
+    for (int64_t i = 0; i < width; ++i) o[i] = GeluTanh(g[i]) * u[i];
+  });
+}
+
+void CpuBackend::Gelu(const Tensor& x, Tensor* y) {
+  const int64_t n = x.rows() * x.cols();
+  for (int64_t i = 0; i < n; ++i) y->data()[i] = GeluTanh(x.data()[i]);
+}
+
+void CpuBackend::Softcap(const Tensor& x, float c, Tensor* y) {
+  const int64_t n = x.rows() * x.cols();
+  for (int64_t i = 0; i < n; ++i) y->data()[i] = c * std::tanh(x.data()[i] / c);
+}
+
+void CpuBackend::CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) {
+  CHECK(col + width <= x.cols() && y->cols() == width && y->rows() == x.rows());
+  for (int64_t r = 0; r < x.rows(); ++r)
+    std::memcpy(y->row(r), x.row(r) + col, static_cast<size_t>(width) * sizeof(float));
+}
+
+void CpuBackend::GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) {
+  CHECK(y->rows() == static_cast<int64_t>(rows.size()) && y->cols() == x.cols());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    CHECK(rows[i] >= 0 && rows[i] < x.rows());
+    std::memcpy(y->row(static_cast<int64_t>(i)), x.row(rows[i]),
+                static_cast<size_t>(x.cols()) * sizeof(float));
+  }
+}
+
+void CpuBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && y->cols() == a.cols() + b.cols());
+  for (int64_t r = 0; r < a.rows(); ++r) {
+    std::memcpy(y->row(r), a.row(r), static_cast<size_t>(a.cols()) * sizeof(float));
+    std::memcpy(y->row(r) + a.cols(), b.row(r), static_cast<size_t>(b.cols()) * sizeof(float));
+  }
+}
+
+void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
+                         float extra_scale, Tensor* y) {
+  CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
+  std::vector<float> wf;
+  if (w) {
+    CHECKF(w->ne[0] == group, "norm weight {} has {} elements, group is {}", w->name, w->ne[0], group);
+    wf.resize(static_cast<size_t>(group));
+    WeightRowF32(*w, 0, wf.data());
+  }
+  const int64_t groups = x.cols() / group;
+  ForRows(pool_, x.rows(), [&](int64_t r) {
+    for (int64_t g = 0; g < groups; ++g)
+      RmsNormRow(x.row(r) + g * group, w ? wf.data() : nullptr, eps, group, extra_scale,
+                 y->row(r) + g * group);
+  });
+}
+
+void CpuBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+                      const Weight* freq_factors) {
+  CHECK(x->cols() % head_dim == 0 && static_cast<int64_t>(pos.size()) == x->rows());
+  const int half = n_rot / 2;
+  std::vector<float> ff(static_cast<size_t>(half), 1.0f);
+  if (freq_factors) {
+    CHECK(freq_factors->ne[0] >= half);
+    std::vector<float> all(static_cast<size_t>(freq_factors->ne[0]));
+    WeightRowF32(*freq_factors, 0, all.data());
+    std::copy(all.begin(), all.begin() + half, ff.begin());
+  }
+  // theta_i = pos * base^(-2i/n_rot) / ff_i, evaluated in double then rounded: a pure function
+  // of (pos, i), identical for every batch.
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i)
+    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / n_rot) / ff[i];
+  const int64_t heads = x->cols() / head_dim;
+  ForRows(pool_, x->rows(), [&](int64_t r) {
+    for (int i = 0; i < half; ++i) {
+      const double theta = static_cast<double>(pos[r]) * inv_freq[i];
+      const float c = static_cast<float>(std::cos(theta));
+      const float s = static_cast<float>(std::sin(theta));
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x->row(r) + h * head_dim;
+        const float a = v[i], b = v[i + half];
+        v[i] = a * c - b * s;
+        v[i + half] = a * s + b * c;
+      }
+    }
+  });
+}
+
+}  // namespace lockstep::backend

@@ -1,0 +1,60 @@
+// The CPU backend: host memory, a private thread pool, batch-invariant kernels.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/threadpool.h"
+
+namespace lockstep::backend {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(int n_threads);
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return pool_.size(); }
+
+  Tensor NewTensor(int64_t rows, int64_t cols) override;
+  void ToHost(const Tensor& t, std::vector<float>* out) override;
+  void FromHost(std::span<const float> src, Tensor* t) override;
+  Weight PrepareWeight(Weight host_view) override;
+
+  void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
+  void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
+  void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
+                  int64_t ids_per_row, Tensor* y) override;
+  void RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group, float extra_scale,
+               Tensor* y) override;
+  void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+            const Weight* freq_factors) override;
+  void Add(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) override;
+  void Scale(const Tensor& a, float s, Tensor* y) override;
+  void Mul(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
+               int64_t width, Tensor* y) override;
+  void Gelu(const Tensor& x, Tensor* y) override;
+  void Softcap(const Tensor& x, float c, Tensor* y) override;
+  void CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) override;
+  void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) override;
+  void Concat(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
+               const RowInfo& rows) override;
+  void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
+                 int head_dim, int window, const RowInfo& rows, Tensor* out) override;
+  void MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate, const Weight* up,
+              const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
+
+  ThreadPool& pool() { return pool_; }
+
+ private:
+  ThreadPool pool_;
+};
+
+// Scalar kernels shared by several ops; each is a pure function of its arguments.
+float GeluTanh(float x);
+void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float extra_scale, float* y);
+// Weight rows of any dtype as f32 (norm weights and small vectors).
+void WeightRowF32(const Weight& w, int64_t row, float* out);
+
+}  // namespace lockstep::backend

@@ -1,0 +1,70 @@
+// CPU matrix products and embedding lookups. Each output element is one DotRow call on one
+// thread; threads split output columns, so no reduction ever spans threads or rows.
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "quant/quant.h"
+
+namespace lockstep::backend {
+namespace {
+
+std::vector<quant::PreparedRow> PrepareRows(ThreadPool& pool, const Weight& w, const Tensor& x) {
+  std::vector<quant::PreparedRow> rows(static_cast<size_t>(x.rows()));
+  pool.ParallelFor(x.rows(), 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) quant::PrepareRow(w.type, x.row(r), x.cols(), &rows[r]);
+  });
+  return rows;
+}
+
+}  // namespace
+
+void CpuBackend::GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
+                         Tensor* y) {
+  CHECK(y->rows() == static_cast<int64_t>(ids.size()) && y->cols() == table.ne[0]);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    CHECKF(ids[r] >= 0 && ids[r] < table.n_rows(), "token id {} outside {} rows of {}", ids[r],
+           table.n_rows(), table.name);
+    WeightRowF32(table, ids[r], y->row(static_cast<int64_t>(r)));
+    if (scale != 1.0f)
+      for (int64_t i = 0; i < y->cols(); ++i) y->row(static_cast<int64_t>(r))[i] *= scale;
+  }
+}
+
+void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
+  const int64_t n_out = w.n_rows();
+  CHECKF(w.ne[0] == x.cols() && y->cols() == n_out && y->rows() == x.rows(),
+         "matmul {}: weight {{{}, {}}} x [{}, {}] -> [{}, {}]", w.name, w.ne[0], n_out, x.rows(),
+         x.cols(), y->rows(), y->cols());
+  const auto prepared = PrepareRows(pool_, w, x);
+  const int64_t n_rows = x.rows();
+  // Columns in blocks of 16 so each weight row is read from memory once for all batch rows.
+  constexpr int64_t kBlock = 16;
+  const int64_t n_blocks = (n_out + kBlock - 1) / kBlock;
+  pool_.ParallelFor(n_blocks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const int64_t j_end = std::min(n_out, (blk + 1) * kBlock);
+      for (int64_t j = blk * kBlock; j < j_end; ++j) {
+        const uint8_t* wr = w.row(j);
+        for (int64_t r = 0; r < n_rows; ++r) y->row(r)[j] = quant::DotRow(wr, prepared[r]);
+      }
+    }
+  });
+}
+
+void CpuBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
+                            int64_t ids_per_row, Tensor* y) {
+  CHECK(w.ne[0] == x.cols() && y->cols() == ids_per_row && y->rows() == x.rows());
+  CHECK(static_cast<int64_t>(ids.size()) == x.rows() * ids_per_row);
+  const auto prepared = PrepareRows(pool_, w, x);
+  pool_.ParallelFor(x.rows() * ids_per_row, 64, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t r = i / ids_per_row;
+      const int32_t id = ids[static_cast<size_t>(i)];
+      CHECK(id >= 0 && id < w.n_rows());
+      y->row(r)[i % ids_per_row] = quant::DotRow(w.row(id), prepared[r]);
+    }
+  });
+}
+
+}  // namespace lockstep::backend

@@ -1,0 +1,27 @@
+// KvStore: allocates one K and one V tensor per KV-owning layer through the backend.
+#include "kv/kv_store.h"
+
+#include "core/check.h"
+
+namespace lockstep::backend {
+
+KvStore::KvStore(Backend& backend, const model::ModelConfig& config, int n_seq, int n_ctx)
+    : n_seq_(n_seq), n_ctx_(n_ctx), k_(config.n_layer), v_(config.n_layer) {
+  CHECK(n_seq > 0 && n_ctx > 0);
+  for (int il = 0; il < config.n_layer; ++il) {
+    const auto& l = config.layers[il];
+    if (!l.has_kv) continue;
+    const int64_t width = static_cast<int64_t>(l.n_head_kv) * l.head_dim;
+    k_[il] = backend.NewTensor(static_cast<int64_t>(n_seq) * n_ctx, width);
+    v_[il] = backend.NewTensor(static_cast<int64_t>(n_seq) * n_ctx, width);
+  }
+}
+
+size_t KvStore::bytes() const {
+  size_t b = 0;
+  for (size_t i = 0; i < k_.size(); ++i)
+    if (!k_[i].empty()) b += 2 * static_cast<size_t>(k_[i].rows() * k_[i].cols()) * sizeof(float);
+  return b;
+}
+
+}  // namespace lockstep::backend

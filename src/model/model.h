@@ -1,0 +1,62 @@
+// A loaded Gemma 4 model (target or assistant drafter) and its forward pass.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+#include "gguf/gguf.h"
+#include "kv/kv_store.h"
+#include "model/batch.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace lockstep::model {
+
+// Called with every named intermediate tensor (all batch rows) as the forward pass runs.
+using TensorObserver = std::function<void(std::string_view name, const backend::Tensor& t)>;
+
+struct ForwardResult {
+  std::vector<int32_t> rows;  // batch row of each output row
+  int n_vocab = 0;
+  int n_embd = 0;
+  std::vector<float> logits;  // [rows.size(), n_vocab]
+  std::vector<float> hidden;  // [rows.size(), n_embd]: post-final-norm state (drafter input)
+  const float* logits_row(size_t i) const { return logits.data() + i * n_vocab; }
+  const float* hidden_row(size_t i) const { return hidden.data() + i * n_embd; }
+};
+
+struct ForwardOptions {
+  bool want_hidden = false;
+  const TensorObserver* observer = nullptr;
+};
+
+class Model {
+ public:
+  // Opens and validates the file, reads the config and binds the weights.
+  static Expected<std::unique_ptr<Model>> Load(const std::string& path, backend::Backend& be);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const gguf::File& file() const { return *file_; }
+  backend::Backend& backend() const { return *backend_; }
+  std::unique_ptr<backend::KvStore> NewKv(int n_seq, int n_ctx) const;
+
+  // Target forward: writes the batch rows' K/V into `kv`, then returns logits (and hidden
+  // states) of the rows marked as outputs. Errors on positions outside the cache.
+  Status Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
+                 const ForwardOptions& opt = {}) const;
+
+ private:
+  Model() = default;
+  std::unique_ptr<gguf::File> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  backend::Backend* backend_ = nullptr;
+};
+
+}  // namespace lockstep::model

@@ -1,0 +1,162 @@
+// Writes a random-weight Gemma 4 model with llama.cpp's tensor names and metadata keys.
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "sample/sampler.h"
+
+namespace lockstep::model {
+namespace {
+
+using gguf::Value;
+using gguf::ValueType;
+
+class Filler {
+ public:
+  Filler(const SyntheticSpec& s, gguf::Writer& w) : s_(s), w_(w) {}
+
+  // Matrix {in, out} with uniform values of standard deviation 1/sqrt(in).
+  void Matrix(const std::string& name, std::vector<int64_t> ne) {
+    const float scale = std::sqrt(3.0f / static_cast<float>(ne[0]));
+    Add(name, s_.weight_type, std::move(ne), -scale, scale);
+  }
+  // 1-D F32 tensor with values in [lo, hi].
+  void Vector(const std::string& name, int64_t n, float lo, float hi) {
+    Add(name, DType::F32, {n}, lo, hi);
+  }
+  void Raw(const std::string& name, std::vector<float> v) {
+    auto data = std::make_shared<std::vector<float>>(std::move(v));
+    const int64_t n = static_cast<int64_t>(data->size());
+    w_.AddTensor(name, DType::F32, {n}, [data](uint8_t* dst) {
+      std::memcpy(dst, data->data(), data->size() * sizeof(float));
+    });
+  }
+
+ private:
+  void Add(const std::string& name, DType type, std::vector<int64_t> ne, float lo, float hi) {
+    int64_t n = 1;
+    for (auto v : ne) n *= v;
+    const uint64_t key = s_.seed * 1000003ull + counter_++;
+    const int64_t row = ne[0];
+    w_.AddTensor(name, type, ne, [=](uint8_t* dst) {
+      std::vector<float> buf(static_cast<size_t>(row));
+      const size_t rb = RowBytes(type, row);
+      for (int64_t r = 0; r < n / row; ++r) {
+        for (int64_t i = 0; i < row; ++i)
+          buf[i] = lo + (hi - lo) * static_cast<float>(sample::UniformAt(key, r, i));
+        quant::QuantizeRow(type, buf.data(), dst + r * rb, row);
+      }
+    });
+  }
+  const SyntheticSpec& s_;
+  gguf::Writer& w_;
+  uint64_t counter_ = 0;
+};
+
+bool IsFull(const SyntheticSpec& s, int il) {
+  return il == s.n_layer - 1 || (il + 1) % s.full_every == 0;
+}
+
+void WriteMetadata(const SyntheticSpec& s, gguf::Writer& w) {
+  const std::string a = "gemma4.";
+  w.Set("general.architecture", Value::Str("gemma4"));
+  w.Set("general.name", Value::Str("lockstep-synthetic"));
+  w.Set(a + "context_length", Value::U32(4096));
+  w.Set(a + "embedding_length", Value::U32(s.n_embd));
+  w.Set(a + "block_count", Value::U32(s.n_layer));
+  w.Set(a + "feed_forward_length", Value::U32(s.n_ff));
+  w.Set(a + "attention.head_count", Value::U32(s.n_head));
+  std::vector<Value> kv, pattern;
+  for (int il = 0; il < s.n_layer; ++il) {
+    kv.push_back(Value::I32(IsFull(s, il) ? s.n_head_kv_full : s.n_head_kv_swa));
+    pattern.push_back(Value::Bool(!IsFull(s, il)));
+  }
+  w.Set(a + "attention.head_count_kv", Value::Arr(ValueType::INT32, kv));
+  w.Set(a + "attention.sliding_window_pattern", Value::Arr(ValueType::BOOL, pattern));
+  w.Set(a + "attention.key_length", Value::U32(s.head_dim_full));
+  w.Set(a + "attention.value_length", Value::U32(s.head_dim_full));
+  w.Set(a + "attention.key_length_swa", Value::U32(s.head_dim_swa));
+  w.Set(a + "attention.value_length_swa", Value::U32(s.head_dim_swa));
+  w.Set(a + "attention.layer_norm_rms_epsilon", Value::F32(1e-6f));
+  w.Set(a + "attention.sliding_window", Value::U32(s.n_swa));
+  w.Set(a + "attention.shared_kv_layers", Value::U32(s.n_shared_kv));
+  w.Set(a + "embedding_length_per_layer_input", Value::U32(s.n_embd_per_layer));
+  w.Set(a + "rope.freq_base", Value::F32(1e6f));
+  w.Set(a + "rope.freq_base_swa", Value::F32(1e4f));
+  w.Set(a + "rope.dimension_count", Value::U32(s.head_dim_full));
+  w.Set(a + "rope.dimension_count_swa", Value::U32(s.head_dim_swa));
+  w.Set(a + "final_logit_softcapping", Value::F32(s.softcap));
+  if (s.n_expert > 0) {
+    w.Set(a + "expert_count", Value::U32(s.n_expert));
+    w.Set(a + "expert_used_count", Value::U32(s.n_expert_used));
+    w.Set(a + "expert_feed_forward_length", Value::U32(s.n_ff_exp));
+  }
+}
+
+void WriteLayer(const SyntheticSpec& s, int il, Filler& f) {
+  const bool full = IsFull(s, il);
+  const int64_t d = s.n_embd, hd = full ? s.head_dim_full : s.head_dim_swa;
+  const int64_t kvw = hd * (full ? s.n_head_kv_full : s.n_head_kv_swa);
+  auto n = [il](const char* x) { return fmt::format("blk.{}.{}", il, x); };
+  f.Vector(n("attn_norm.weight"), d, 0.5f, 1.5f);
+  f.Matrix(n("attn_q.weight"), {d, hd * s.n_head});
+  f.Matrix(n("attn_k.weight"), {d, kvw});
+  if (!(full && s.k_eq_v)) f.Matrix(n("attn_v.weight"), {d, kvw});
+  f.Vector(n("attn_q_norm.weight"), hd, 0.5f, 1.5f);
+  f.Vector(n("attn_k_norm.weight"), hd, 0.5f, 1.5f);
+  f.Matrix(n("attn_output.weight"), {hd * s.n_head, d});
+  f.Vector(n("post_attention_norm.weight"), d, 0.5f, 1.5f);
+  f.Vector(n("ffn_norm.weight"), d, 0.5f, 1.5f);
+  f.Matrix(n("ffn_gate.weight"), {d, s.n_ff});
+  f.Matrix(n("ffn_up.weight"), {d, s.n_ff});
+  f.Matrix(n("ffn_down.weight"), {s.n_ff, d});
+  f.Vector(n("post_ffw_norm.weight"), d, 0.5f, 1.5f);
+  f.Vector(n("layer_output_scale.weight"), 1, 0.4f, 1.2f);
+  if (s.n_expert > 0) {
+    f.Matrix(n("ffn_gate_inp.weight"), {d, s.n_expert});
+    f.Vector(n("ffn_gate_inp.scale"), d, 0.5f, 1.5f);
+    f.Vector(n("pre_ffw_norm_2.weight"), d, 0.5f, 1.5f);
+    f.Vector(n("post_ffw_norm_1.weight"), d, 0.5f, 1.5f);
+    f.Vector(n("post_ffw_norm_2.weight"), d, 0.5f, 1.5f);
+    f.Matrix(n("ffn_gate_up_exps.weight"), {d, 2 * s.n_ff_exp, s.n_expert});
+    f.Matrix(n("ffn_down_exps.weight"), {s.n_ff_exp, d, s.n_expert});
+    f.Vector(n("ffn_down_exps.scale"), s.n_expert, 0.5f, 1.5f);
+  }
+  if (s.n_embd_per_layer > 0) {
+    f.Matrix(n("inp_gate.weight"), {d, s.n_embd_per_layer});
+    f.Matrix(n("proj.weight"), {s.n_embd_per_layer, d});
+    f.Vector(n("post_norm.weight"), d, 0.5f, 1.5f);
+  }
+}
+
+}  // namespace
+
+Status WriteSyntheticModel(const SyntheticSpec& s, const std::string& path) {
+  gguf::Writer w;
+  WriteMetadata(s, w);
+  Filler f(s, w);
+  f.Matrix("token_embd.weight", {s.n_embd, s.n_vocab});
+  f.Vector("output_norm.weight", s.n_embd, 0.5f, 1.5f);
+  // Proportional RoPE: the first partial*hd/2 pairs rotate, the rest get factor 1e30 (identity).
+  std::vector<float> freqs(static_cast<size_t>(s.head_dim_full / 2), 1e30f);
+  const int rotated = static_cast<int>(s.head_dim_full * s.partial_rotary_full / 2);
+  for (int i = 0; i < rotated; ++i) freqs[i] = 1.0f;
+  f.Raw("rope_freqs.weight", std::move(freqs));
+  if (s.n_embd_per_layer > 0) {
+    const int64_t pl = static_cast<int64_t>(s.n_embd_per_layer) * s.n_layer;
+    f.Matrix("per_layer_token_embd.weight", {pl, s.n_vocab});
+    f.Matrix("per_layer_model_proj.weight", {s.n_embd, pl});
+    f.Vector("per_layer_proj_norm.weight", s.n_embd_per_layer, 0.5f, 1.5f);
+  }
+  for (int il = 0; il < s.n_layer; ++il) WriteLayer(s, il, f);
+  return w.WriteFile(path);
+}
+
+}  // namespace lockstep::model

@@ -1,0 +1,38 @@
+// Random-weight Gemma 4 GGUF files for tests, benchmarks and demos: every architecture feature
+// switchable by a field, values drawn from a seeded generator (the same file every time).
+#pragma once
+
+#include <string>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace lockstep::model {
+
+struct SyntheticSpec {
+  int n_vocab = 256;
+  int n_embd = 64;
+  int n_layer = 6;
+  int full_every = 3;        // layer il is full when (il + 1) % full_every == 0; last is full
+  int n_head = 4;
+  int n_head_kv_swa = 2;
+  int n_head_kv_full = 1;
+  int head_dim_swa = 16;
+  int head_dim_full = 32;
+  float partial_rotary_full = 0.25f;  // proportional RoPE on full layers (rope_freqs)
+  int n_swa = 8;
+  int n_ff = 96;
+  bool k_eq_v = true;        // full layers have no attn_v
+  int n_embd_per_layer = 0;  // PLE width (0 = none)
+  int n_shared_kv = 0;       // trailing layers that reuse KV
+  int n_expert = 0;          // 0 = dense
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  float softcap = 30.0f;
+  uint64_t seed = 1;
+  DType weight_type = DType::F32;  // F32, F16 or BF16 for matrices; norms stay F32
+};
+
+Status WriteSyntheticModel(const SyntheticSpec& spec, const std::string& path);
+
+}  // namespace lockstep::model

@@ -1,0 +1,27 @@
+// Token selection as a pure function of (settings, seed, absolute position, logits), so the
+// same token comes out whether a row was computed in plain decode or in a verify batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace lockstep::sample {
+
+struct Settings {
+  float temperature = 0.0f;  // 0 = greedy
+  uint64_t seed = 0;
+  int top_k = 0;             // 0 = whole vocabulary
+};
+
+// Greedy: the highest logit, ties to the lowest id.
+int32_t Argmax(std::span<const float> logits);
+
+// Greedy when temperature is 0; otherwise Gumbel-max: argmax_i(logit_i / T + g_i) where g_i
+// is Gumbel noise from a counter-based generator keyed by (seed, position, i). Equivalent to
+// sampling from softmax(logits / T), with no state carried between calls.
+int32_t Select(const Settings& s, int64_t position, std::span<const float> logits);
+
+// A uniform double in (0, 1) derived from (seed, position, index) alone.
+double UniformAt(uint64_t seed, int64_t position, int64_t index);
+
+}  // namespace lockstep::sample

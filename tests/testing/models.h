@@ -1,0 +1,50 @@
+// Test fixtures: synthetic models covering every Gemma 4 feature, written once per process.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "model/synthetic.h"
+
+namespace lockstep::testing {
+
+inline model::SyntheticSpec DenseSpec() {
+  model::SyntheticSpec s;  // 31B-like: dense, K=V on full layers, proportional RoPE
+  s.seed = 11;
+  return s;
+}
+
+inline model::SyntheticSpec MoeSpec() {
+  model::SyntheticSpec s;  // 26B-A4B-like: dense MLP beside routed experts
+  s.n_expert = 8;
+  s.n_expert_used = 2;
+  s.n_ff_exp = 32;
+  s.seed = 12;
+  return s;
+}
+
+inline model::SyntheticSpec PleSpec() {
+  model::SyntheticSpec s;  // E2B-like: per-layer embeddings and KV sharing, no K=V
+  s.n_layer = 8;
+  s.full_every = 4;
+  s.n_embd_per_layer = 16;
+  s.n_shared_kv = 3;
+  s.k_eq_v = false;
+  s.seed = 13;
+  return s;
+}
+
+// Writes the model under the test temp dir (once) and returns its path.
+inline std::string SyntheticPath(const std::string& name, const model::SyntheticSpec& spec) {
+  const auto dir = std::filesystem::temp_directory_path() / "lockstep-tests";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / (name + ".gguf");
+  if (!std::filesystem::exists(path)) {
+    Status s = model::WriteSyntheticModel(spec, path.string() + ".w");
+    if (!s.ok()) return "";
+    std::filesystem::rename(path.string() + ".w", path);
+  }
+  return path.string();
+}
+
+}  // namespace lockstep::testing
