@@ -123,8 +123,9 @@ class StreamDecoder {
 Status AddTokenizerFromHfJson(const std::string& tokenizer_json_path,
                               const std::string& tokenizer_config_path_or_empty, gguf::Writer& w);
 
-// Splits `s` into valid UTF-8 (returned) and holds back an unfinished tail in `tail`; invalid
-// bytes become U+FFFD. Exposed for tests.
+// Removes and returns the longest valid-UTF-8 prefix of `pending`, leaving in it only an
+// unfinished character that more bytes could complete (none when `flush`); bytes that can
+// never form a character become U+FFFD. Exposed for tests.
 std::string TakeValidUtf8(std::string& pending, bool flush);
 
 }  // namespace lockstep::tokenizer
