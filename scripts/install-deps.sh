@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build git clang clang-format libclang-rt-14-dev
       nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libxxhash-dev libcpp-httplib-dev nodejs npm python3)
+      libxxhash-dev libcpp-httplib-dev libssl-dev nodejs npm python3)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -43,4 +43,12 @@ Expected<GenerateResult> GeneratePlain(const model::Model& target,
                                        std::span<const int32_t> prompt,
                                        const GenerateOptions& opt);
 
+// Speculative decoding with a Gemma 4 assistant drafter: draft up to draft_max tokens, verify
+// [last, d1..dK] in one target pass, keep the longest prefix equal to the target's own
+// selections. Produces exactly GeneratePlain's tokens (the exactness contract).
+Expected<GenerateResult> GenerateSpeculative(const model::Model& target,
+                                             const model::Model& draft,
+                                             std::span<const int32_t> prompt,
+                                             const GenerateOptions& opt);
+
 }  // namespace lockstep::spec

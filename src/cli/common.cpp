@@ -1,0 +1,172 @@
+// CLI helpers: parsing id lists, default paths, identity blocks and generate's JSON.
+#include "cli/common.h"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/version.h"
+
+namespace lockstep::cli {
+
+int Fail(const Status& s) {
+  std::fprintf(stderr, "lockstep: %s\n", s.message().c_str());
+  return 1;
+}
+
+Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what) {
+  std::vector<int32_t> ids;
+  std::string cur;
+  auto flush = [&]() -> Status {
+    if (cur.empty()) return Status::Ok();
+    char* end = nullptr;
+    const long long v = std::strtoll(cur.c_str(), &end, 10);
+    if (*end != '\0' || v < 0 || v > INT32_MAX)
+      return Status::Errorf("{}: '{}' is not a token id", what, cur);
+    ids.push_back(static_cast<int32_t>(v));
+    cur.clear();
+    return Status::Ok();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ' || c == '[' || c == ']' || c == '\n' || c == '\t') {
+      LS_RETURN_IF_ERROR(flush());
+    } else {
+      cur += c;
+    }
+  }
+  LS_RETURN_IF_ERROR(flush());
+  if (ids.empty()) return Status::Errorf("{}: no token ids in '{}'", what, text);
+  return ids;
+}
+
+std::string DefaultModelPath(const std::string& role) {
+  const std::string name = "models/lockstep-code-" + role + ".gguf";
+  if (std::filesystem::exists(name)) return name;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
+       dir = dir.parent_path())
+    if (std::filesystem::exists(dir / name)) return (dir / name).string();
+  return name;
+}
+
+namespace {
+std::string Sha256Hex(EVP_MD_CTX* ctx) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  std::string hex;
+  for (unsigned i = 0; i < len; ++i) hex += fmt::format("{:02x}", md[i]);
+  return hex;
+}
+
+std::string CpuName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+}  // namespace
+
+std::string FileSha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    EVP_DigestUpdate(ctx, buf.data(), static_cast<size_t>(in.gcount()));
+  }
+  std::string hex = Sha256Hex(ctx);
+  EVP_MD_CTX_free(ctx);
+  return hex;
+}
+
+std::string IdsSha256(std::span<const int32_t> ids) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  for (int32_t id : ids) {
+    const unsigned char b[4] = {static_cast<unsigned char>(id), static_cast<unsigned char>(id >> 8),
+                                static_cast<unsigned char>(id >> 16),
+                                static_cast<unsigned char>(id >> 24)};
+    EVP_DigestUpdate(ctx, b, 4);
+  }
+  std::string hex = Sha256Hex(ctx);
+  EVP_MD_CTX_free(ctx);
+  return hex;
+}
+
+nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
+                            std::span<const int32_t> output_ids) {
+  nlohmann::json j = {
+      {"lockstep_version", Version()},
+      {"git_hash", GitHash()},
+      {"command", r.command},
+      {"model", std::filesystem::path(r.model_path).filename().string()},
+      {"model_sha256", FileSha256(r.model_path)},
+      {"settings", settings},
+      {"backend", r.backend},
+      {"threads", r.threads},
+      {"device", CpuName()},
+      {"output_sha256", IdsSha256(output_ids)},
+  };
+  if (!r.draft_path.empty()) {
+    j["draft"] = std::filesystem::path(r.draft_path).filename().string();
+    j["draft_sha256"] = FileSha256(r.draft_path);
+  }
+  return j;
+}
+
+nlohmann::json TimingsJson(const spec::GenerateResult& r) {
+  const double tps = r.generate_ms > 0 ? 1000.0 * r.tokens.size() / r.generate_ms : 0.0;
+  return {{"prompt_ms", r.prompt_ms}, {"generate_ms", r.generate_ms}, {"tokens_per_second", tps}};
+}
+
+nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
+                            std::span<const int32_t> prompt, const spec::GenerateResult& r,
+                            const std::string& text) {
+  nlohmann::json j = {{"tokens", r.tokens},
+                      {"text", text},
+                      {"n_prompt", prompt.size()},
+                      {"n_generated", r.tokens.size()},
+                      {"timings", TimingsJson(r)}};
+  if (!rec.draft_path.empty()) {
+    nlohmann::json per = nlohmann::json::array();
+    for (size_t i = 0; i < r.draft.drafted_at.size(); ++i)
+      per.push_back(r.draft.drafted_at[i] ? static_cast<double>(r.draft.accepted_at[i]) /
+                                                r.draft.drafted_at[i]
+                                          : 0.0);
+    j["draft"] = {{"drafted", r.draft.drafted}, {"accepted", r.draft.accepted},
+                  {"rate", r.draft.rate()}, {"per_position", per}, {"rounds", r.draft.rounds}};
+  }
+  j["identity"] = IdentityJson(rec, settings, r.tokens);
+  return j;
+}
+
+std::string SummaryLine(const nlohmann::json& j) {
+  std::string s = fmt::format("lockstep: {} prompt + {} generated tokens, prompt {:.1f} ms, "
+                              "{:.2f} tokens/s",
+                              j["n_prompt"].get<size_t>(), j["n_generated"].get<size_t>(),
+                              j["timings"]["prompt_ms"].get<double>(),
+                              j["timings"]["tokens_per_second"].get<double>());
+  if (j.contains("draft"))
+    s += fmt::format(", draft acceptance {:.3f} ({} / {})", j["draft"]["rate"].get<double>(),
+                     j["draft"]["accepted"].get<int64_t>(), j["draft"]["drafted"].get<int64_t>());
+  if (j.contains("plain"))
+    s += fmt::format("; plain {:.2f} tokens/s, speedup {:.2f}x, outputs equal: {}",
+                     j["plain"]["tokens_per_second"].get<double>(),
+                     j["timings"]["tokens_per_second"].get<double>() /
+                         j["plain"]["tokens_per_second"].get<double>(),
+                     j["plain_equal"].get<bool>() ? "yes" : "NO");
+  return s;
+}
+
+}  // namespace lockstep::cli

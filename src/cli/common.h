@@ -1,0 +1,45 @@
+// Helpers shared by the CLI commands: id lists, errors, default model paths, run records.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "spec/generate.h"
+
+namespace lockstep::cli {
+
+// Prints "lockstep: <message>" to stderr and returns exit code 1.
+int Fail(const Status& s);
+// "1,2,3" (spaces allowed) or a JSON array "[1,2,3]".
+Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what);
+// models/lockstep-code-<role>.gguf, looked up next to the working directory, then relative to
+// the executable's source checkout.
+std::string DefaultModelPath(const std::string& role);
+
+// The identity of a run: what produced an output, so two runs can be diffed field by field.
+struct RunRecord {
+  std::string command;
+  std::string model_path;
+  std::string draft_path;
+  std::string backend;
+  int threads = 1;
+};
+nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
+                            std::span<const int32_t> output_ids);
+// Lowercase hex SHA-256 of a file's bytes ("" when unreadable).
+std::string FileSha256(const std::string& path);
+// Hex xxh64-free stable hash (SHA-256) of token ids as little-endian int32.
+std::string IdsSha256(std::span<const int32_t> ids);
+
+nlohmann::json TimingsJson(const spec::GenerateResult& r);
+nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
+                            std::span<const int32_t> prompt, const spec::GenerateResult& r,
+                            const std::string& text);
+std::string SummaryLine(const nlohmann::json& generate_json);
+
+}  // namespace lockstep::cli
