@@ -101,11 +101,13 @@ class Backend {
   // (seq, pos), before any attention reads them.
   virtual void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
                        const RowInfo& rows) = 0;
-  // Causal attention of each query row over its own sequence's cached positions
-  // (p - window, p] (window <= 0: all of [0, p]), scale 1, GQA head mapping h / (H / Hkv).
+  // Causal attention of each query row at position p over its own sequence's cached
+  // positions in (p - window, p] (window <= 0: from 0), scale 1, GQA head mapping
+  // h / (H / Hkv). With include_self false the key at p itself is excluded (a drafter's query
+  // at the next position reads only what the target has cached).
   virtual void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head,
-                         int n_head_kv, int head_dim, int window, const RowInfo& rows,
-                         Tensor* out) = 0;
+                         int n_head_kv, int head_dim, int window, bool include_self,
+                         const RowInfo& rows, Tensor* out) = 0;
 
   // Mixture of experts (Gemma 4): per row, softmax over router logits, top-k, renormalise,
   // y = sum_e w_e * down_scale[e] * down_e(gelu(gate_e x) * up_e x). With `up` null, `gate`

@@ -90,7 +90,7 @@ Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
   }
   Tensor attn = ctx.New(q_width);
   be.Attention(q, *kv.store, kv.layer, l.n_head, l.n_head_kv, l.head_dim,
-               l.sliding ? ctx.c.n_swa : 0, ctx.rows, &attn);
+               l.sliding ? ctx.c.n_swa : 0, kv.include_self, ctx.rows, &attn);
   ctx.Emit(il, "attn", attn);
   Tensor o = ctx.New(d);
   be.MatMul(w.attn_output, attn, &o);
@@ -185,7 +185,7 @@ Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* o
   if (config_.n_embd_per_layer > 0) per_layer = PerLayerInputs(ctx, batch.tokens, x);
   for (int il = 0; il < config_.n_layer; ++il) {
     const LayerConfig& l = config_.layers[il];
-    LayerKv lkv{&kv, l.kv_source, l.has_kv};
+    LayerKv lkv{&kv, l.kv_source, l.has_kv, true};
     x = DecoderLayer(ctx, il, x, lkv, per_layer.empty() ? nullptr : &per_layer);
   }
   std::vector<int32_t> rows;

@@ -33,7 +33,8 @@ struct LayerCtx {
 struct LayerKv {
   backend::KvStore* store;
   int layer;
-  bool write;
+  bool write;         // compute this layer's K/V and store them before attending
+  bool include_self;  // the query's own position is in the cache (false for a drafter)
 };
 
 backend::Tensor DecoderLayer(LayerCtx& ctx, int il, const backend::Tensor& x, const LayerKv& kv,

@@ -29,8 +29,8 @@ void CpuBackend::KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& 
 }
 
 void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_head,
-                           int n_head_kv, int head_dim, int window, const RowInfo& rows,
-                           Tensor* out) {
+                           int n_head_kv, int head_dim, int window, bool include_self,
+                           const RowInfo& rows, Tensor* out) {
   const Tensor& kd = kv.k(layer);
   const Tensor& vd = kv.v(layer);
   CHECK(!kd.empty() && q.cols() == static_cast<int64_t>(n_head) * head_dim);
@@ -43,8 +43,9 @@ void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_
       const int64_t r = i / n_head;
       const int h = static_cast<int>(i % n_head);
       const int hk = h / group;
-      const int p = rows.pos[r];
-      const int lo = window > 0 ? std::max(0, p - window + 1) : 0;
+      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;
+      const int p = include_self ? rows.pos[r] : rows.pos[r] - 1;  // last key read
+      CHECK(p >= lo);
       const float* qh = q.row(r) + static_cast<int64_t>(h) * head_dim;
       scores.resize(static_cast<size_t>(p - lo + 1));
       float mx = -std::numeric_limits<float>::infinity();

@@ -41,7 +41,8 @@ class CpuBackend : public Backend {
   void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
                const RowInfo& rows) override;
   void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
-                 int head_dim, int window, const RowInfo& rows, Tensor* out) override;
+                 int head_dim, int window, bool include_self, const RowInfo& rows,
+                 Tensor* out) override;
   void MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate, const Weight* up,
               const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
 
