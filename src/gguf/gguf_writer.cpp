@@ -284,7 +284,7 @@ Status Writer::WriteFile(const std::string& path,
   LS_RETURN_IF_ERROR(out.Open());
   LS_RETURN_IF_ERROR(out.Write(h.b.data(), h.b.size()));
   std::vector<uint8_t> buf;
-  const std::vector<uint8_t> zeros(alignment_, 0);
+  const std::vector<uint8_t> zeros(std::min<uint64_t>(alignment_, 4096), 0);
   uint64_t done = 0;
   if (progress) progress(0, total);
   for (const auto& t : tensors_) {
@@ -297,8 +297,11 @@ Status Writer::WriteFile(const std::string& path,
       return Status::Errorf("{}: filling tensor \"{}\" failed", path, t.name);
     }
     LS_RETURN_IF_ERROR(out.Write(buf.data(), t.nbytes));
-    const uint64_t pad = AlignUp(t.nbytes, alignment_) - t.nbytes;
-    LS_RETURN_IF_ERROR(out.Write(zeros.data(), pad));
+    for (uint64_t pad = AlignUp(t.nbytes, alignment_) - t.nbytes; pad > 0;) {
+      const uint64_t n = std::min<uint64_t>(pad, zeros.size());
+      LS_RETURN_IF_ERROR(out.Write(zeros.data(), n));
+      pad -= n;
+    }
     done += t.nbytes;
     if (progress) progress(done, total);
   }
