@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
+./scripts/fetch-tokenizer-ref.sh   # npm ci (pinned) + node reference ids for the tokenizer tests
 ctest --test-dir build --output-on-failure -j"$(nproc)"

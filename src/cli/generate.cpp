@@ -52,7 +52,9 @@ Expected<std::vector<int32_t>> PromptTokens(const Args& a, const tokenizer::Toke
   if (!a.chat) return tok->Encode(a.prompt);
   if (tok->chat_template().empty()) return Status::Error("--chat: the model has no chat template");
   nlohmann::json msgs = nlohmann::json::array({{{"role", "user"}, {"content", a.prompt}}});
-  LS_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(tok->chat_template(), msgs, true));
+  tokenizer::ChatOptions copt;
+  if (tok->bos_id() >= 0) copt.bos_token = tok->token_text(tok->bos_id());
+  LS_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(tok->chat_template(), msgs, copt));
   return tok->Encode(text, false, true);  // the template carries <bos> itself
 }
 
