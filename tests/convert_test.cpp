@@ -306,6 +306,58 @@ TEST_F(ConvertTest, UnknownTensorWrongShapeAndOverlapAreRejected) {
   EXPECT_TRUE(Convert(d, tmp_ / "o.gguf").ok());
 }
 
+// Splits one safetensors file into two shards plus model.safetensors.index.json.
+void Shard(const fs::path& dir) {
+  const auto st = ReadAll(dir / "model.safetensors");
+  uint64_t hlen;
+  std::memcpy(&hlen, st.data(), 8);
+  const json h = json::parse(st.begin() + 8, st.begin() + 8 + static_cast<int64_t>(hlen));
+  const uint8_t* data = st.data() + 8 + hlen;
+  json shards[2] = {json::object(), json::object()},
+       index = {{"metadata", json::object()}, {"weight_map", json::object()}};
+  std::vector<uint8_t> bytes[2];
+  int k = 0;
+  for (auto it = h.begin(); it != h.end(); ++it, ++k) {
+    if (it.key() == "__metadata__") continue;
+    const int s = k % 2;
+    json e = it.value();
+    const uint64_t b = e["data_offsets"][0], en = e["data_offsets"][1];
+    e["data_offsets"] = {bytes[s].size(), bytes[s].size() + (en - b)};
+    bytes[s].insert(bytes[s].end(), data + b, data + en);
+    shards[s][it.key()] = e;
+    index["weight_map"][it.key()] = fmt::format("model-0000{}-of-00002.safetensors", s + 1);
+  }
+  for (int s = 0; s < 2; ++s) {
+    const std::string hs = shards[s].dump();
+    std::vector<uint8_t> out(8);
+    const uint64_t n = hs.size();
+    std::memcpy(out.data(), &n, 8);
+    out.insert(out.end(), hs.begin(), hs.end());
+    out.insert(out.end(), bytes[s].begin(), bytes[s].end());
+    WriteAll(dir / fmt::format("model-0000{}-of-00002.safetensors", s + 1), out);
+  }
+  fs::remove(dir / "model.safetensors");
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump();
+}
+
+TEST_F(ConvertTest, ShardedCheckpointGivesTheSameBytes) {
+  const fs::path d = CopyHf("moe_draft");
+  Shard(d);
+  ASSERT_TRUE(Convert(d, tmp_ / "moe_draft.gguf").ok());
+  EXPECT_EQ(ReadAll(tmp_ / "moe_draft.gguf"), ReadAll(kData / "parity/moe_draft/moe_draft.gguf"));
+  // An index naming a shard that lacks the tensor is an error naming both.
+  json idx = json::parse(std::ifstream(d / "model.safetensors.index.json"));
+  idx["weight_map"]["model.norm.weight"] =
+      idx["weight_map"]["model.norm.weight"] == "model-00001-of-00002.safetensors"
+          ? "model-00002-of-00002.safetensors"
+          : "model-00001-of-00002.safetensors";
+  std::ofstream(d / "model.safetensors.index.json") << idx.dump();
+  const Status s = Convert(d, tmp_ / "x.gguf");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor \"model.norm.weight\" is listed for"), std::string::npos)
+      << s.message();
+}
+
 TEST(Safetensors, EveryTruncationFailsCleanly) {
   const auto st = ReadAll(kData / "hf/ple_draft/model.safetensors");
   uint64_t hlen;
