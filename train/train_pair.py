@@ -63,13 +63,19 @@ def build_data(cfg, smoke, files):
         held_f, train_f = train_f[:5], train_f[5:]
     order = rng.permutation(len(train_f))
     sample, size = [], 0
-    for i in order:
+    for i in order if not os.environ.get("LOCKSTEP_RESUME") or smoke else []:
         if size >= tcfg["sample_bytes"]:
             break
         sample.append(train_f[i][3])
         size += len(sample[-1])
     vocab_size = cfg["smoke"]["vocab_size"] if smoke else tcfg["vocab_size"]
-    tok_json = tokmod.train(sample, vocab_size, tcfg["limit_alphabet"], tcfg["max_token_length"])
+    resume = None if smoke else os.environ.get("LOCKSTEP_RESUME")
+    if resume:  # reuse the committed target's tokenizer: ids must not change under it
+        with open(os.path.join(resume, "tokenizer.json")) as f:
+            tok_json = json.load(f)
+        size = 0
+    else:
+        tok_json = tokmod.train(sample, vocab_size, tcfg["limit_alphabet"], tcfg["max_token_length"])
     log(f"tokenizer: {len(tok_json['model']['vocab'])} tokens, {len(tok_json['model']['merges'])} merges "
         f"(trained on {size / 1e6:.1f} MB)")
     fast = tokmod.fast_encoder(tok_json)
@@ -161,22 +167,27 @@ def train_target(model, data, c, budget_s, steps_cap, gen, curve):
 
 @torch.no_grad()
 def self_generate(model, data, sg, budget_s, n_batches_cap, gen):
-    """Greedy continuations by the target itself: what the drafter must learn to predict."""
+    """Greedy continuations by the target itself: what the drafter must learn to predict. A batch
+    that would overrun the budget is cut short (all rows at the same length)."""
     model.eval()
     out, t0 = [], time.time()
+    length = sg["total_len"]
     while time.time() - t0 < budget_s and (not n_batches_cap or len(out) < n_batches_cap):
         x = sample_windows(data, sg["batch"], sg["prompt_len"], gen)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             o = model(input_ids=x, use_cache=True, logits_to_keep=1)
             past, nxt = o.past_key_values, o.logits[:, -1].argmax(-1)
             toks = [x, nxt[:, None]]
-            for _ in range(sg["total_len"] - sg["prompt_len"] - 1):
+            while x.shape[1] + len(toks) - 1 < length:
+                if time.time() - t0 > budget_s:
+                    length = x.shape[1] + len(toks) - 1
+                    break
                 o = model(input_ids=nxt[:, None], past_key_values=past, use_cache=True)
                 past, nxt = o.past_key_values, o.logits[:, -1].argmax(-1)
                 toks.append(nxt[:, None])
         out.append(torch.cat(toks, 1))
         del past
-    seqs = torch.cat(out, 0)
+    seqs = torch.cat([o[:, :length] for o in out], 0)
     return seqs, {"sequences": int(seqs.shape[0]), "length": int(seqs.shape[1]),
                   "seconds": round(time.time() - t0, 1)}
 
@@ -184,15 +195,33 @@ def self_generate(model, data, sg, budget_s, n_batches_cap, gen):
 # ---------------------------------------------------------------------------------------- drafter
 
 
-def drafter_masks(T, window, device):
-    """Query at position p sees the target's K/V of positions < p only (what the candidate
-    generator hands over before the target has processed the token at p); row 0 sees entry 0
-    so no softmax row is empty (its loss is masked out)."""
+def drafter_masks(T, window, stale, device):
+    """Masks over the doubled K/V [real tokens ; stale tokens] (2T entries) for queries at 0..T-1.
+    Query p sees the real entries j < p: what the candidate generator hands over once the target
+    has verified everything before p. Where `stale[b, p]`, it also sees entry T + p: the K/V the
+    target computed at position p for a token it then rejected — in transformers' generator that
+    entry is still in the sliced cache after every round that ends in a rejection. Row 0 sees
+    entry 0 so no softmax row is empty (its loss is masked out)."""
     i = torch.arange(T, device=device)[:, None]
     j = torch.arange(T, device=device)[None, :]
     first = (i == 0) & (j == 0)
-    full = (j < i) | first
-    swa = ((j < i) & (i - j <= window)) | first
+    zero = torch.zeros(T, T, dtype=torch.bool, device=device)
+    eye = torch.cat([zero, i == j], 1)[None] & stale[:, :, None]
+    full = torch.cat([(j < i) | first, zero], 1)[None] | eye
+    swa = torch.cat([((j < i) & (i - j <= window)) | first, zero], 1)[None] | eye
+    return {"full_attention": full[:, None], "sliding_attention": swa[:, None]}
+
+
+def doubled_target_masks(T, window, device):
+    """The target over [S ; D] at positions [0..T-1 ; 0..T-1]: S causally as usual; D_p sees S_<p
+    and itself, so its K/V are those of token D_p right after the real prefix."""
+    i = torch.arange(T, device=device)[:, None]
+    j = torch.arange(T, device=device)[None, :]
+    zero = torch.zeros(T, T, dtype=torch.bool, device=device)
+    eye = i == j
+    full = torch.cat([torch.cat([j <= i, zero], 1), torch.cat([j < i, eye], 1)], 0)
+    swa_c, swa_s = (j <= i) & (i - j < window), (j < i) & (i - j < window)
+    swa = torch.cat([torch.cat([swa_c, zero], 1), torch.cat([swa_s, eye], 1)], 0)
     return {"full_attention": full[None, None], "sliding_attention": swa[None, None]}
 
 
@@ -204,6 +233,38 @@ def drafter_step(asst, tok_emb, h, masks, pos, kv):
     return asst.lm_head(hn), asst.post_projection(hn)
 
 
+@torch.no_grad()
+def target_teacher(target, S, window, stale_prob, gen, checked):
+    """Teacher log-probs, the hidden states the generator feeds the drafter, and the target's K/V
+    for the real tokens followed by K/V for 'rejected' tokens (the target's best alternative to
+    the real next token, standing in for a draft it turned down)."""
+    B, T = S.shape
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = target(input_ids=S, output_hidden_states=True, return_shared_kv_states=True, use_cache=False)
+        H = out.hidden_states[-1]
+        teacher = out.logits.float().log_softmax(-1)
+        top2 = teacher[:, :-1].topk(2, dim=-1).indices
+        alt = torch.where(top2[..., 0] == S[:, 1:], top2[..., 1], top2[..., 0])
+        D = torch.cat([S[:, :1], alt], 1)
+        pos2 = torch.cat([torch.arange(T, device=S.device)] * 2)[None]
+        out2 = target(input_ids=torch.cat([S, D], 1), attention_mask=doubled_target_masks(T, window, S.device),
+                      position_ids=pos2, return_shared_kv_states=True, use_cache=False)
+        kv = {k: (v[0], v[1]) for k, v in out2.shared_kv_states.items()}
+        if not checked:
+            base = target.model(input_ids=S[:2], use_cache=False).last_hidden_state
+            real_kv = dict(out.shared_kv_states)
+            checked.update({
+                "hidden_states_len": len(out.hidden_states),
+                "h_minus_normed_maxabs": float((H[:2] - base).abs().max()),
+                "doubled_kv_real_part_maxabs": max(float((kv[k][0][:, :, :T] - real_kv[k][0]).abs().max())
+                                                   for k in kv),
+                "doubled_logits_real_part_maxabs": float((out2.logits[:, :T].float() - out.logits.float())
+                                                         .abs().max()),
+                "kv_shapes": {k: list(v[0].shape) for k, v in kv.items()}})
+    stale = torch.rand(B, T, device=S.device, generator=gen) < stale_prob
+    return teacher, H, kv, stale
+
+
 def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, curve, window):
     asst.cuda().train()
     for p in target.parameters():
@@ -211,7 +272,10 @@ def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, c
     target.eval()
     emb = target.get_input_embeddings()
     T, B, K = c["seq_len"], c["batch"], c["draft_len"]
-    masks = drafter_masks(T, window, "cuda")
+    if gen_pool is not None and gen_pool.shape[1] < min(T, 128):
+        gen_pool = None
+    if gen_pool is not None:
+        T = min(T, gen_pool.shape[1])
     pos = torch.arange(T, device="cuda")[None, :]
     opt = make_opt(list(asst.named_parameters()), c)
     n_gen = int(B * c["generated_share"]) if gen_pool is not None else 0
@@ -227,18 +291,11 @@ def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, c
         if n_gen:
             rows = torch.randint(0, gen_pool.shape[0], (n_gen,), device="cuda", generator=gen)
             S = torch.cat([S, gen_pool[rows, :T]], 0)
-        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-            out = target(input_ids=S, output_hidden_states=True, return_shared_kv_states=True, use_cache=False)
-            H = out.hidden_states[-1]  # what the candidate generator feeds the drafter
-            kv = dict(out.shared_kv_states)
-            teacher = out.logits.float().log_softmax(-1)
-            if not checked:
-                base = target.model(input_ids=S[:2], use_cache=False).last_hidden_state
-                checked = {"hidden_states_len": len(out.hidden_states),
-                           "h_minus_normed_maxabs": float((H[:2] - base).abs().max()),
-                           "kv_keys": sorted(kv.keys()),
-                           "kv_shapes": {k: list(v[0].shape) for k, v in kv.items()}}
-                log("drafter input check", json.dumps(checked))
+        first = not checked
+        teacher, H, kv, stale = target_teacher(target, S, window, c["stale_prob"], gen, checked)
+        if first:
+            log("drafter input check", json.dumps(checked))
+        masks = drafter_masks(T, window, stale, "cuda")
         h = torch.cat([torch.zeros_like(H[:, :1]), H[:, :-1]], 1).detach()
         total, rec = 0.0, {"step": step + 1}
         with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -263,7 +320,7 @@ def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, c
             if step % 100 == 0 or step == 1:
                 log("assistant", json.dumps(rec))
     asst.eval()
-    return {"steps": step, "seconds": round(time.time() - t_start, 1), "input_check": checked}
+    return {"steps": step, "seconds": round(time.time() - t_start, 1), "input_check": checked, "seq_len": T}
 
 
 # ---------------------------------------------------------------------------------------- saving
@@ -296,6 +353,13 @@ def save_hf(model, d, tok_json, arch_name, extra_cfg):
     with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
         json.dump(tokmod.tokenizer_config(), f, indent=2)
     return sum(os.path.getsize(os.path.join(d, x)) for x in os.listdir(d))
+
+
+def load_target(d):
+    from transformers import Gemma4ForCausalLM
+    m = Gemma4ForCausalLM.from_pretrained(d, dtype=torch.float32)
+    arch.set_attn(m, "sdpa")
+    return m.cuda().eval()
 
 
 def reload_check(cls, d, model, sample):
@@ -428,7 +492,8 @@ def pipeline(cfg, smoke, files, dists, out):
     held = torch.from_numpy(he).cuda()
 
     torch.backends.cuda.matmul.allow_tf32 = True
-    target = arch.build_target(tcfg, V)
+    resume = None if smoke else os.environ.get("LOCKSTEP_RESUME")
+    target = load_target(resume) if resume else arch.build_target(tcfg, V)
     report["target_tied"] = arch.check_tied(target)
     report["target_params"] = arch.unique_params(target)
     log(f"target params {report['target_params']:,} tied={report['target_tied']}")
@@ -448,17 +513,25 @@ def pipeline(cfg, smoke, files, dists, out):
     a_budget = 5 if smoke else max(30.0, remaining * (1 - tc["share_of_time"]))
     log(f"budgets: target {t_budget:.0f}s, assistant {a_budget:.0f}s, remaining {remaining:.0f}s")
     curve_t = []
-    report["train_target"] = train_target(target, data, tc, t_budget, cfg["smoke"]["steps"] if smoke else 0, gen,
-                                          curve_t)
-    report["train_target"]["final_loss_avg10"] = float(np.mean([r["loss"] for r in curve_t[-10:]]))
-    log("target done", json.dumps(report["train_target"]))
-    arch.round_to_f16(target)
     tdir, adir = os.path.join(out, "lockstep-code-target"), os.path.join(out, "lockstep-code-assistant")
-    t_extra = {"global_head_dim": tcfg["global_head_dim"],
-               "num_global_key_value_heads": tcfg["num_global_key_value_heads"]}
-    report["target_dir_bytes"] = save_hf(target, tdir, tok_json, "Gemma4ForCausalLM", t_extra)
-    with open(os.path.join(out, "curve_target.json"), "w") as f:
-        json.dump(curve_t, f)
+    if resume:
+        a_budget += t_budget  # the target is reused: all training time goes to the drafter
+        tdir = resume
+        report["train_target"] = {"resumed_from": resume}
+        log("target reused from", resume)
+    else:
+        report["train_target"] = train_target(target, data, tc, t_budget, cfg["smoke"]["steps"] if smoke else 0,
+                                              gen, curve_t)
+        report["train_target"]["final_loss_avg10"] = float(np.mean([r["loss"] for r in curve_t[-10:]]))
+        log("target done", json.dumps(report["train_target"]))
+        arch.round_to_f16(target)
+        t_extra = {"global_head_dim": tcfg["global_head_dim"],
+                   "num_global_key_value_heads": tcfg["num_global_key_value_heads"]}
+        report["target_dir_bytes"] = save_hf(target, tdir, tok_json, "Gemma4ForCausalLM", t_extra)
+        with open(os.path.join(out, "curve_target.json"), "w") as f:
+            json.dump(curve_t, f)
+        # Continue with the model as a reader of the saved files sees it (same loader as resume).
+        target = load_target(tdir)
     _dump(report, out)
     torch.backends.cuda.matmul.allow_tf32 = False
     report["heldout"] = eval_ppl(target, held, tc["seq_len"], ec["ppl_max_tokens"], info)
