@@ -36,6 +36,11 @@ void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out);
 // rows' bytes: the same on any batch, thread count or call site.
 float DotRow(const void* w_row, const PreparedRow& x);
 
+// DotRow restricted to the portable kernels (tests compare it with DotRow bit for bit).
+float DotRowPortable(const void* w_row, const PreparedRow& x);
+// True when DotRow uses an AVX2 kernel for weights of type `t` on this CPU.
+bool DotRowUsesAvx2(DType t);
+
 // f32 x f32 dot in lockstep's canonical order (8 interleaved partial sums, then a fixed tree).
 float DotF32(const float* a, const float* b, int64_t n);
 

@@ -104,19 +104,4 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     fn(src + b * info.block_size, d + b * info.type_size);
 }
 
-void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
-  out->wtype = wtype;
-  out->n = n;
-  out->f32.assign(x, x + n);
-}
-
-float DotRow(const void* w_row, const PreparedRow& x) {
-  if (x.wtype == DType::F32) return DotF32(static_cast<const float*>(w_row), x.f32.data(), x.n);
-  // Generic path: expand the weight row, then the canonical f32 dot.
-  thread_local std::vector<float> w;
-  w.resize(static_cast<size_t>(x.n));
-  DequantizeRow(x.wtype, w_row, w.data(), x.n);
-  return DotF32(w.data(), x.f32.data(), x.n);
-}
-
 }  // namespace lockstep::quant

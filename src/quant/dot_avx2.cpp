@@ -1,0 +1,287 @@
+// AVX2(+FMA/F16C) dot kernels. Only the exact integer block sums (and the float lanes of the
+// float types, added in DotF32's lane order with separate mul and add) are vectorized; the
+// per-block float composition and reduction are the shared ones from dot_internal.h.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/dot_internal.h"
+#include "quant/iq_tables.h"
+
+namespace lockstep::quant::detail {
+namespace {
+
+inline float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);  // f16 -> f32 is exact, same value as HalfToFloat
+}
+inline float ActScale(const uint8_t* blk) {
+  float d;
+  std::memcpy(&d, blk, 4);
+  return d;
+}
+inline int32_t ActBsum(const uint8_t* blk, int g) {
+  int16_t s;
+  std::memcpy(&s, blk + 260 + 2 * g, 2);
+  return s;
+}
+
+inline int32_t Hsum128(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
+  return _mm_cvtsi128_si32(v);
+}
+inline int32_t Hsum(__m256i v) {
+  return Hsum128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+}
+// Pairwise int32 sums of unsigned(0..127) x signed int8 products.
+inline __m256i DotU8S8(__m256i u, __m256i s) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+// Signed x signed via |w| and sign(x, w).
+inline __m256i DotS8S8(__m256i w, __m256i x) {
+  return DotU8S8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+}
+inline __m256i LoadNibbles(const uint8_t* p) {  // 16 bytes -> low nibbles then high nibbles
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m = _mm_set1_epi8(0xF);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+
+template <int kBytes>
+float FloatDot(const uint8_t* w, const PreparedRow& x) {
+  const float* a = x.f32.data();
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= x.n; i += 8) {
+    __m256 wv;
+    if constexpr (kBytes == 4) {
+      wv = _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
+    } else {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i));
+      wv = _mm256_cvtph_ps(h);
+    }
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(wv, _mm256_loadu_ps(a + i)));
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc);
+  for (int k = 0; i < x.n; ++i, ++k) {
+    float wi;
+    if constexpr (kBytes == 4)
+      std::memcpy(&wi, w + 4 * i, 4);
+    else
+      wi = Half(w + 2 * i);
+    lanes[k] += wi * a[i];
+  }
+  const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
+  const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
+  return s0 + s1;
+}
+
+float Bf16Dot(const uint8_t* w, const PreparedRow& x) {
+  const float* a = x.f32.data();
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= x.n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i));
+    const __m256 wv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(wv, _mm256_loadu_ps(a + i)));
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc);
+  for (int k = 0; i < x.n; ++i, ++k) {
+    uint16_t b;
+    std::memcpy(&b, w + 2 * i, 2);
+    uint32_t u = static_cast<uint32_t>(b) << 16;
+    float wi;
+    std::memcpy(&wi, &u, 4);
+    lanes[k] += wi * a[i];
+  }
+  const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
+  const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
+  return s0 + s1;
+}
+
+float DotQ8_0(const uint8_t* w, const PreparedRow& x) {
+  Acc8 acc;
+  for (int64_t b = 0; b < x.n / 32; ++b) {
+    const uint8_t* wb = w + b * 34;
+    const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
+    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 2));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4));
+    acc.Add(b, Combine(Half(wb), ActScale(xb), Hsum(DotS8S8(wv, xv))));
+  }
+  return acc.Sum();
+}
+
+// Nibble-level types: levels looked up by shuffle (Q4_0 levels are nibble - 8).
+enum class Nib { kQ4_0, kIq4Nl, kMxfp4 };
+template <Nib kKind>
+float NibbleDot(const uint8_t* w, const PreparedRow& x) {
+  constexpr int kBytes = kKind == Nib::kMxfp4 ? 17 : 18;
+  constexpr int kQs = kKind == Nib::kMxfp4 ? 1 : 2;
+  __m128i t;
+  if constexpr (kKind == Nib::kQ4_0)
+    t = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  else if constexpr (kKind == Nib::kIq4Nl)
+    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kIq4nlValues));
+  else
+    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kMxfp4Values));
+  const __m256i table = _mm256_set_m128i(t, t);
+  Acc8 acc;
+  for (int64_t b = 0; b < x.n / 32; ++b) {
+    const uint8_t* wb = w + b * kBytes;
+    const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
+    const __m256i wv = _mm256_shuffle_epi8(table, LoadNibbles(wb + kQs));
+    const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4));
+    const int32_t isum = Hsum(DotS8S8(wv, xv));
+    float dw;
+    if constexpr (kKind == Nib::kMxfp4) {
+      const uint32_t e = wb[0];
+      const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
+      std::memcpy(&dw, &bits, 4);
+    } else {
+      dw = Half(wb);
+    }
+    acc.Add(b, Combine(dw, ActScale(xb), isum));
+  }
+  return acc.Sum();
+}
+
+inline void ScaleMin(int j, const uint8_t* q, int* d, int* m) {
+  if (j < 4) {
+    *d = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+template <bool kFive>
+float DotQ45_K(const uint8_t* w, const PreparedRow& x) {
+  constexpr int kBytes = kFive ? 176 : 144;
+  const __m256i m4 = _mm256_set1_epi8(0xF);
+  Acc8 acc;
+  for (int64_t b = 0; b < x.n / 256; ++b) {
+    const uint8_t* wb = w + b * kBytes;
+    const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
+    const uint8_t* qs = wb + (kFive ? 48 : 16);
+    const __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16))
+                             : _mm256_setzero_si256();
+    int32_t isum = 0, imin = 0;
+    for (int p = 0; p < 4; ++p) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
+      __m256i lo = _mm256_and_si256(q, m4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFive) {
+        const __m256i b0 = _mm256_set1_epi8(static_cast<char>(1 << (2 * p)));
+        const __m256i b1 = _mm256_set1_epi8(static_cast<char>(2 << (2 * p)));
+        const __m256i s16 = _mm256_set1_epi8(16);
+        lo = _mm256_or_si256(
+            lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b0), b0), s16));
+        hi = _mm256_or_si256(
+            hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, b1), b1), s16));
+      }
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 64 * p));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 36 + 64 * p));
+      int sc, m;
+      ScaleMin(2 * p, wb + 4, &sc, &m);
+      isum += sc * Hsum(DotU8S8(lo, x0));
+      imin += m * (ActBsum(xb, 4 * p) + ActBsum(xb, 4 * p + 1));
+      ScaleMin(2 * p + 1, wb + 4, &sc, &m);
+      isum += sc * Hsum(DotU8S8(hi, x1));
+      imin += m * (ActBsum(xb, 4 * p + 2) + ActBsum(xb, 4 * p + 3));
+    }
+    acc.Add(b, CombineMin(Half(wb), Half(wb + 2), ActScale(xb), isum, imin));
+  }
+  return acc.Sum();
+}
+
+float DotQ6_K(const uint8_t* w, const PreparedRow& x) {
+  const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+  Acc8 acc;
+  for (int64_t b = 0; b < x.n / 256; ++b) {
+    const uint8_t* wb = w + b * 210;
+    const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
+    const auto* sc = reinterpret_cast<const int8_t*>(wb + 192);
+    int32_t isum = 0;
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = wb + 64 * half;
+      const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i qb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 128 + 32 * half));
+      for (int k = 0; k < 4; ++k) {
+        const __m256i src = (k & 1) ? qb : qa;
+        const __m256i lo =
+            k < 2 ? _mm256_and_si256(src, m4) : _mm256_and_si256(_mm256_srli_epi16(src, 4), m4);
+        const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3);
+        const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+        const int e0 = 128 * half + 32 * k;
+        const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + e0));
+        const __m256i d = DotU8S8(q, xv);  // lanes 0..3: first 16 elements, 4..7: next 16
+        const int g = e0 / 16;
+        const int32_t s0 = Hsum128(_mm256_castsi256_si128(d)) - 32 * ActBsum(xb, g);
+        const int32_t s1 = Hsum128(_mm256_extracti128_si256(d, 1)) - 32 * ActBsum(xb, g + 1);
+        isum += sc[g] * s0 + sc[g + 1] * s1;
+      }
+    }
+    acc.Add(b, Combine(Half(wb + 208), ActScale(xb), isum));
+  }
+  return acc.Sum();
+}
+
+float DotIq4Xs(const uint8_t* w, const PreparedRow& x) {
+  const __m128i t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kIq4nlValues));
+  const __m256i table = _mm256_set_m128i(t, t);
+  Acc8 acc;
+  for (int64_t b = 0; b < x.n / 256; ++b) {
+    const uint8_t* wb = w + b * 136;
+    const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
+    uint16_t sh;
+    std::memcpy(&sh, wb + 2, 2);
+    int32_t isum = 0;
+    for (int ib = 0; ib < 8; ++ib) {
+      const int ls = ((wb[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+      const __m256i wv = _mm256_shuffle_epi8(table, LoadNibbles(wb + 8 + 16 * ib));
+      const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 32 * ib));
+      isum += (ls - 32) * Hsum(DotS8S8(wv, xv));
+    }
+    acc.Add(b, Combine(Half(wb), ActScale(xb), isum));
+  }
+  return acc.Sum();
+}
+
+}  // namespace
+
+RowDotFn Avx2Dot(DType t) {
+  switch (t) {
+    case DType::F32:
+      return FloatDot<4>;
+    case DType::F16:
+      return FloatDot<2>;
+    case DType::BF16:
+      return Bf16Dot;
+    case DType::Q8_0:
+      return DotQ8_0;
+    case DType::Q4_0:
+      return NibbleDot<Nib::kQ4_0>;
+    case DType::IQ4_NL:
+      return NibbleDot<Nib::kIq4Nl>;
+    case DType::MXFP4:
+      return NibbleDot<Nib::kMxfp4>;
+    case DType::Q4_K:
+      return DotQ45_K<false>;
+    case DType::Q5_K:
+      return DotQ45_K<true>;
+    case DType::Q6_K:
+      return DotQ6_K;
+    case DType::IQ4_XS:
+      return DotIq4Xs;
+    default:
+      return nullptr;  // Q2_K, Q3_K: portable integer kernels
+  }
+}
+
+}  // namespace lockstep::quant::detail

@@ -1,0 +1,58 @@
+// Internal contract between the portable and ISA-specific dot kernels.
+//
+// Every quantized dot is computed as: per weight block, exact integer sums of weight levels
+// times int8 activation levels (any summation order gives the same integers), turned into one
+// float contribution by a fixed scalar expression, and the contributions of block b are added
+// to partial sum b % 8, reduced by the same tree as DotF32. SIMD only speeds up the integer
+// part, so the SIMD and portable kernels agree bit for bit by construction.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "quant/quant.h"
+
+namespace lockstep::quant::detail {
+
+// Prepared activation layouts (PreparedRow::q), per block of the weight type's size:
+//   Q8x32:  float d, int8 q[32]                        (36 bytes)
+//   Q8x256: float d, int8 q[256], int16 bsum[16]       (292 bytes; bsum = sums of 16 levels)
+enum class ActFormat { kF32, kQ8x32, kQ8x256 };
+constexpr int kQ8x32Bytes = 36;
+constexpr int kQ8x256Bytes = 292;
+
+// The activation format DotRow's fast path wants for weights of type `t` (kF32: generic).
+ActFormat ActivationFormat(DType t);
+// True when `t` has an integer/float fast kernel (else DotRow dequantizes + DotF32).
+bool HasFastDot(DType t);
+
+using RowDotFn = float (*)(const uint8_t* w, const PreparedRow& x);
+RowDotFn PortableDot(DType t);  // nullptr: no fast kernel
+RowDotFn Avx2Dot(DType t);      // nullptr: no AVX2 kernel (defined in dot_avx2.cpp)
+
+// Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
+// AVX-encoded out-of-line copy can be picked by the linker for portable callers.
+namespace {
+
+// The canonical reduction: contribution of block b goes to partial b % 8, then a fixed tree.
+struct Acc8 {
+  float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  void Add(int64_t b, float c) { a[b & 7] += c; }
+  float Sum() const {
+    const float s0 = (a[0] + a[4]) + (a[1] + a[5]);
+    const float s1 = (a[2] + a[6]) + (a[3] + a[7]);
+    return s0 + s1;
+  }
+};
+
+// Float composition shared by both paths; ints are exact, so this fixes the float result.
+inline float Combine(float dw, float dx, int32_t isum) {
+  return (dw * dx) * static_cast<float>(isum);
+}
+inline float CombineMin(float d, float dmin, float dx, int32_t isum, int32_t imin) {
+  return (d * dx) * static_cast<float>(isum) - (dmin * dx) * static_cast<float>(imin);
+}
+
+}  // namespace
+
+}  // namespace lockstep::quant::detail
