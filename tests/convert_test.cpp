@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/convert.h"
+#include "convert/hf_config.h"
 #include "convert/safetensors.h"
 #include "gguf/gguf.h"
 
@@ -356,6 +357,31 @@ TEST_F(ConvertTest, ShardedCheckpointGivesTheSameBytes) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("tensor \"model.norm.weight\" is listed for"), std::string::npos)
       << s.message();
+}
+
+TEST(HfConfig, OldGlobalHeadKeysResolveLikePerLayerConfig) {
+  // The committed config uses transformers 5 per_layer_config; checkpoints saved by older versions
+  // carry global_head_dim / num_global_key_value_heads instead. Both must resolve identically.
+  json cfg = json::parse(std::ifstream(kData / "hf/moe_draft/config.json"));
+  auto a = ParseHfConfig(cfg, "new");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  json& t = cfg["text_config"];
+  t.erase("per_layer_config");
+  t["global_head_dim"] = 32;
+  t["num_global_key_value_heads"] = 1;
+  auto b = ParseHfConfig(cfg, "old");
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  EXPECT_EQ(a->head_dim, b->head_dim);
+  EXPECT_EQ(a->n_kv_head, b->n_kv_head);
+  EXPECT_EQ(b->n_kv_head, (std::vector<int64_t>{2, 2, 2, 1}));
+  t["attention_k_eq_v"] = false;  // without K=V transformers ignores num_global_key_value_heads
+  auto c = ParseHfConfig(cfg, "old");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->n_kv_head, (std::vector<int64_t>{2, 2, 2, 2}));
+  cfg["model_type"] = "llama";
+  auto d = ParseHfConfig(cfg, "x/config.json");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("model_type 'llama' is not a Gemma 4"), std::string::npos);
 }
 
 TEST(Safetensors, EveryTruncationFailsCleanly) {
