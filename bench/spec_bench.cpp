@@ -1,0 +1,164 @@
+// Decode speed with and without speculation on the CPU: tokens/s for plain decode and for the
+// assistant drafter at K = 1..6, with speedup, acceptance and tokens per target pass. Checks that
+// every speculative run emitted exactly the plain tokens.
+//   spec_bench [target.gguf draft.gguf] [--threads N] [--n N] [--kmax K]
+// Without paths: models/lockstep-code-{target,assistant}.gguf when present, else a synthetic
+// MoE target with an echo drafter (written to the temp directory).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "model/synthetic_assistant.h"
+#include "spec/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace fs = std::filesystem;
+using namespace lockstep;
+
+namespace {
+
+const char* kPrompts[] = {
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "#include <vector>\n\ntemplate <typename T>\nT clamp(T x, T lo, T hi) {\n",
+    "for i in range(10):\n    print(i)\n\nclass Stack:\n    def __init__(self):\n",
+    "int main(int argc, char** argv) {\n  std::vector<int> v;\n  for (int i = 0;",
+};
+
+struct Paths {
+  std::string target, draft;
+  bool synthetic = false;
+};
+
+Paths DefaultPaths() {
+  const fs::path m = fs::path(__FILE__).parent_path().parent_path() / "models";
+  Paths p{(m / "lockstep-code-target.gguf").string(),
+          (m / "lockstep-code-assistant.gguf").string()};
+  if (fs::exists(p.target) && fs::exists(p.draft)) return p;
+  const fs::path dir = fs::temp_directory_path() / "lockstep-bench";
+  fs::create_directories(dir);
+  model::SyntheticSpec t;  // a wider MoE target so the drafter is cheap next to it
+  t.n_vocab = 2048;
+  t.n_embd = 256;
+  t.n_ff = 512;
+  t.n_head = 8;
+  t.n_layer = 12;
+  t.n_expert = 8;
+  t.n_expert_used = 2;
+  t.n_ff_exp = 128;
+  t.seed = 21;
+  p = {(dir / "target.gguf").string(), (dir / "echo-draft.gguf").string(), true};
+  if (!fs::exists(p.target) && !model::WriteSyntheticModel(t, p.target).ok()) std::exit(1);
+  auto a = model::AssistantSpecFor(t);
+  a.n_embd = a.n_bb;
+  a.n_layer = 2;
+  a.n_ff = 256;
+  a.echo_target = p.target;
+  a.echo_noise = 0.05f;
+  if (!fs::exists(p.draft) && !model::WriteSyntheticAssistant(a, p.draft).ok()) std::exit(1);
+  return p;
+}
+
+std::vector<std::vector<int32_t>> Prompts(const model::Model& target) {
+  std::vector<std::vector<int32_t>> out;
+  auto tok = tokenizer::Tokenizer::FromGguf(target.file());
+  for (int i = 0; i < 4; ++i) {
+    if (tok.ok()) {
+      out.push_back((*tok)->Encode(kPrompts[i]));
+    } else {  // synthetic models carry no tokenizer: fixed pseudo-random ids
+      std::vector<int32_t> p{2};
+      for (int j = 0; j < 24; ++j)
+        p.push_back((i * 977 + j * 131 + j * j * 7) % target.config().n_vocab);
+      out.push_back(p);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Paths paths;
+  int threads = 2, n_predict = 96, k_max = 6;
+  std::vector<std::string> pos;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (a == "--n" && i + 1 < argc)
+      n_predict = std::atoi(argv[++i]);
+    else if (a == "--kmax" && i + 1 < argc)
+      k_max = std::atoi(argv[++i]);
+    else
+      pos.push_back(a);
+  }
+  paths = pos.size() >= 2 ? Paths{pos[0], pos[1]} : DefaultPaths();
+  backend::CpuBackend be(threads);
+  auto target = model::Model::Load(paths.target, be);
+  auto draft = model::Model::Load(paths.draft, be);
+  if (!target.ok() || !draft.ok()) {
+    std::fprintf(stderr, "load failed: %s\n",
+                 (!target.ok() ? target.status() : draft.status()).message().c_str());
+    return 1;
+  }
+  const auto prompts = Prompts(**target);
+  std::printf("target %s\ndraft  %s%s\nthreads %d, %zu prompts, %d tokens each, greedy\n",
+              paths.target.c_str(), paths.draft.c_str(), paths.synthetic ? " (synthetic echo)" : "",
+              threads, prompts.size(), n_predict);
+  spec::GenerateOptions opt;
+  opt.n_predict = n_predict;
+  std::vector<std::vector<int32_t>> ref;
+  double plain_ms = 0;
+  int64_t plain_tokens = 0;
+  for (const auto& p : prompts) {
+    auto r = spec::GeneratePlain(**target, p, opt);
+    if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().message().c_str()), 1;
+    plain_ms += r->generate_ms;
+    plain_tokens += static_cast<int64_t>(r->tokens.size());
+    ref.push_back(r->tokens);
+  }
+  const double plain_tps = 1000.0 * static_cast<double>(plain_tokens) / plain_ms;
+  std::printf("%-6s %9s %8s %10s %10s %8s  %s\n", "mode", "tok/s", "speedup", "accept", "tok/pass",
+              "exact", "accepted per draft position");
+  std::printf("%-6s %9.1f %8s %10s %10s %8s\n", "plain", plain_tps, "1.00x", "-", "1.00", "-");
+  for (int k = 1; k <= k_max; ++k) {
+    opt.draft_max = k;
+    double ms = 0;
+    int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
+    std::vector<int64_t> d_at(static_cast<size_t>(k)), a_at(static_cast<size_t>(k));
+    bool exact = true;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto r = spec::GenerateSpeculative(**target, **draft, prompts[i], opt);
+      if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().message().c_str()), 1;
+      exact = exact && r->tokens == ref[i];
+      ms += r->generate_ms;
+      tokens += static_cast<int64_t>(r->tokens.size());
+      rounds += r->draft.rounds;
+      drafted += r->draft.drafted;
+      accepted += r->draft.accepted;
+      for (int j = 0; j < k; ++j)
+        d_at[j] += r->draft.drafted_at[j], a_at[j] += r->draft.accepted_at[j];
+    }
+    const double tps = 1000.0 * static_cast<double>(tokens) / ms;
+    std::string per;
+    for (int j = 0; j < k; ++j) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", j ? " " : "",
+                    d_at[j] ? static_cast<double>(a_at[j]) / static_cast<double>(d_at[j]) : 0.0);
+      per += buf;
+    }
+    std::printf("K=%-4d %9.1f %7.2fx %10.3f %10.2f %8s  %s\n", k, tps, tps / plain_tps,
+                drafted ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0,
+                rounds ? static_cast<double>(tokens - static_cast<int64_t>(prompts.size())) /
+                             static_cast<double>(rounds)
+                       : 0.0,
+                exact ? "yes" : "NO", per.c_str());
+    if (!exact) return 2;
+  }
+  return 0;
+}
