@@ -262,6 +262,26 @@ TEST(LabProbe, EveryModeHasOneUniqueOutput) {
   EXPECT_EQ((*modes)[2].runs.size(), 4u);  // K = 0..3
 }
 
+// Negative control: a mode whose runs differ reports two outputs and the fork's margins.
+TEST(LabProbe, DifferingRunsAreCountedAndTheForkIsScored) {
+  Target t = LoadMoe();
+  const auto prompt = Prompt(6, 8);
+  const auto ref = Greedy(*t.m, prompt, 12);
+  auto rows = lab::TeacherForce(*t.m, prompt, ref, {4, 0.1});
+  ASSERT_TRUE(rows.ok());
+  auto other = ref;
+  other[7] = (*rows)[7].top[1].id;
+  lab::ProbeMode mode;
+  mode.runs = {{"a", ref, ""}, {"b", ref, ""}, {"c", other, ""}, {"d", {}, "failed"}};
+  lab::SummarizeMode(*t.m, prompt, {4, 1e9}, &mode);
+  EXPECT_EQ(mode.unique, 2);
+  EXPECT_EQ(mode.differing_run, 2);
+  EXPECT_EQ(mode.divergence.index, 7);
+  ASSERT_TRUE(mode.fork.has_value());
+  EXPECT_EQ(mode.fork->b.rank, 2);
+  EXPECT_EQ(mode.fork->kind, lab::ForkKind::kNearTie);  // threshold 1e9: any top-2 flip
+}
+
 // ---- forced-stream acceptance ------------------------------------------------------------
 
 struct Pair {

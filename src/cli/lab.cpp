@@ -136,8 +136,9 @@ int Logprobs(const Common& c, bool only_ties) {
   j["stream"] = {
       {"source", s.source}, {"n_context", s.prompt.size()}, {"n_tokens", s.tokens.size()}};
   RunRecord rec{"lab logprobs", l->path, "", l->be->name(), l->be->threads()};
-  j["identity"] =
-      IdentityJson(rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}}, all);
+  j["identity"] = IdentityJson(
+      rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}, {"context_tokens", s.prompt}},
+      all);
   Print(c, j, lab::LogprobsText(*rows, l->tok.get(), only_ties));
   return 0;
 }
@@ -219,7 +220,10 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
   RunRecord rec{"lab accept", l->path, drafts.front(), l->be->name(), l->be->threads()};
   json settings = {
       {"draft_max", draft_max}, {"draft_p_min", p_min}, {"segment", segment}, {"drafts", drafts}};
-  for (const auto& s : *streams) settings["streams"].push_back(s.source);
+  for (const auto& s : *streams) {
+    settings["streams"].push_back(s.source);
+    settings["context_tokens"].push_back(s.prompt);
+  }
   j["identity"] = IdentityJson(rec, settings, passes.front().all);
   matrix = matrix || streams->size() > 1 || drafts.size() > 1;
   Print(c, j, lab::AcceptText(cells, matrix));

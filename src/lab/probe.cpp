@@ -107,7 +107,10 @@ std::vector<ProbeRun> Threads(const ProbeOptions& opt) {
   return runs;
 }
 
-void Summarize(const model::Model& m, const ProbeOptions& opt, ProbeMode* mode) {
+}  // namespace
+
+void SummarizeMode(const model::Model& m, std::span<const int32_t> prompt,
+                   const AnalyzeOptions& analyze, ProbeMode* mode) {
   std::set<std::vector<int32_t>> distinct;
   for (const auto& r : mode->runs)
     if (r.error.empty()) distinct.insert(r.tokens);
@@ -124,7 +127,7 @@ void Summarize(const model::Model& m, const ProbeOptions& opt, ProbeMode* mode) 
     if (!r.error.empty() || r.tokens == ref->tokens) continue;
     mode->differing_run = static_cast<int>(i);
     mode->divergence = FirstDivergence(ref->tokens, r.tokens);
-    auto f = AnalyzeFork(m, opt.prompt, ref->tokens, r.tokens, mode->divergence, opt.analyze);
+    auto f = AnalyzeFork(m, prompt, ref->tokens, r.tokens, mode->divergence, analyze);
     if (f.ok())
       mode->fork = *f;
     else
@@ -132,8 +135,6 @@ void Summarize(const model::Model& m, const ProbeOptions& opt, ProbeMode* mode) 
     return;
   }
 }
-
-}  // namespace
 
 Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt) {
   if (opt.prompt.empty()) return Status::Error("probe: the prompt has no tokens");
@@ -161,7 +162,7 @@ Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt) {
       return Status::Errorf("probe: unknown mode '{}' (batch, duplicates, speculation, threads)",
                             name);
     }
-    Summarize(*target, opt, &mode);
+    SummarizeMode(*target, opt.prompt, opt.analyze, &mode);
     modes.push_back(std::move(mode));
   }
   return modes;

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "lab/diverge.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 
 namespace lockstep::lab {
@@ -48,5 +50,10 @@ struct ProbeMode {
 };
 
 Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt);
+
+// Fills mode->unique and, when a run differs from the first successful one, the divergence
+// and the margins at its fork (teacher-forced by `model` after `prompt`).
+void SummarizeMode(const model::Model& model, std::span<const int32_t> prompt,
+                   const AnalyzeOptions& analyze, ProbeMode* mode);
 
 }  // namespace lockstep::lab
