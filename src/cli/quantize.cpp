@@ -1,13 +1,122 @@
-// `lockstep quantize`: placeholder until its issue lands.
+// `lockstep quantize`: argument parsing, a stderr progress bar and Ctrl-C handling around
+// quant::QuantizeModel.
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.h"
+#include "cli/common.h"
+#include "quant/model_quantize.h"
 
 namespace lockstep::cli {
+namespace {
 
-int Quantize(int, char**) {
-  std::fprintf(stderr, "lockstep quantize: not implemented yet\n");
-  return 1;
+constexpr const char* kUsage =
+    "usage: lockstep quantize IN.gguf OUT.gguf TYPE [--threads N] [-q]\n"
+    "\n"
+    "Rewrites a GGUF model with its matrices in a llama.cpp-style quantization mix (no importance\n"
+    "matrix). Norms, scales, the MoE router, rope_freqs and other 1-D tensors stay as they are.\n"
+    "TYPE: F16, BF16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, Q2_K (case-insensitive).\n"
+    "The output is written to OUT.gguf.tmp and renamed on success; Ctrl-C removes it.\n"
+    "\n"
+    "  --threads N   rows quantized in parallel (the output bytes do not depend on N)\n"
+    "  -q, --quiet   no progress bar\n";
+
+// A signal handler can only reach static storage; this flag is the one piece of process state
+// the command needs, it is lock-free and only ever set by SIGINT/SIGTERM.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+void OnInterrupt(int) {
+  g_interrupted.store(true, std::memory_order_relaxed);
+}
+
+// Installs the handler for the duration of the command and restores the previous one.
+class InterruptGuard {
+ public:
+  InterruptGuard() {
+    g_interrupted.store(false);
+    old_int_ = std::signal(SIGINT, OnInterrupt);
+    old_term_ = std::signal(SIGTERM, OnInterrupt);
+  }
+  ~InterruptGuard() {
+    std::signal(SIGINT, old_int_);
+    std::signal(SIGTERM, old_term_);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+
+ private:
+  void (*old_int_)(int) = SIG_DFL;
+  void (*old_term_)(int) = SIG_DFL;
+};
+
+void DrawProgress(const quant::QuantizeProgress& p) {
+  const double frac =
+      p.total_out ? static_cast<double>(p.bytes_out) / static_cast<double>(p.total_out) : 1.0;
+  const int width = 30, fill = static_cast<int>(frac * width);
+  std::fprintf(stderr, "\r[%.*s%*s] tensor %zu/%zu, %.2f/%.2f MiB out (%.2f MiB in)", fill,
+               "==============================", width - fill, "", p.tensor, p.n_tensors,
+               static_cast<double>(p.bytes_out) / (1 << 20),
+               static_cast<double>(p.total_out) / (1 << 20),
+               static_cast<double>(p.bytes_in) / (1 << 20));
+  if (p.tensor == p.n_tensors) std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+int Quantize(int argc, char** argv) {
+  std::string paths[3];
+  int n_pos = 0, threads = 1;
+  bool quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a == "--threads" && i + 1 < argc) {
+      try {
+        threads = std::stoi(argv[++i]);
+      } catch (...) {
+        threads = 0;
+      }
+      if (threads < 1 || threads > 1024) {
+        std::fprintf(stderr, "lockstep quantize: --threads %s: expected 1..1024\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "-q" || a == "--quiet") {
+      quiet = true;
+    } else if (!a.empty() && a[0] != '-' && n_pos < 3) {
+      paths[n_pos++] = a;
+    } else {
+      std::fprintf(stderr, "lockstep quantize: unexpected argument '%s'\n\n%s", a.c_str(), kUsage);
+      return 2;
+    }
+  }
+  if (n_pos != 3) {
+    std::fprintf(stderr, "lockstep quantize: IN.gguf OUT.gguf TYPE are required\n\n%s", kUsage);
+    return 2;
+  }
+  const auto mix = quant::MixFromName(paths[2]);
+  if (!mix) {
+    std::fprintf(stderr, "lockstep quantize: unknown TYPE '%s'; valid types: %s\n",
+                 paths[2].c_str(), quant::ValidMixNames().c_str());
+    return 2;
+  }
+  InterruptGuard guard;
+  quant::QuantizeOptions opts;
+  opts.threads = threads;
+  opts.cancel = &g_interrupted;
+  if (!quiet) opts.progress = DrawProgress;
+  const Status s = quant::QuantizeModel(paths[0], paths[1], *mix, opts);
+  if (g_interrupted.load()) {
+    std::fprintf(stderr, "\nlockstep quantize: interrupted; %s not written\n", paths[1].c_str());
+    return 130;
+  }
+  if (!s.ok()) return Fail(s);
+  if (!quiet) std::fprintf(stderr, "wrote %s (%s)\n", paths[1].c_str(), paths[2].c_str());
+  return 0;
 }
 
 }  // namespace lockstep::cli
