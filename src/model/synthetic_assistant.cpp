@@ -114,18 +114,19 @@ void WriteMetadata(const SyntheticAssistantSpec& s, gguf::Writer& w) {
 void WriteLayer(const SyntheticAssistantSpec& s, int il, bool echo, Tensors& t) {
   const bool full = IsFull(s, il);
   const int64_t d = s.n_embd, hd = full ? s.head_dim_full : s.head_dim_swa;
-  const float out_scale = echo ? s.echo_noise : 1.0f;  // echo: layers barely touch the stream
   auto n = [il](const char* x) { return fmt::format("blk.{}.{}", il, x); };
   t.Vector(n("attn_norm.weight"), d, 0.5f, 1.5f);
   t.Matrix(n("attn_q.weight"), {d, hd * s.n_head});
   t.Vector(n("attn_q_norm.weight"), hd, 0.5f, 1.5f);
-  t.Matrix(n("attn_output.weight"), {hd * s.n_head, d}, out_scale);
-  t.Vector(n("post_attention_norm.weight"), d, 0.5f, 1.5f);
+  t.Matrix(n("attn_output.weight"), {hd * s.n_head, d});
+  // Post-norms rescale a branch to unit RMS, so the echo's small branches come from them.
+  const float lo = echo ? 0.5f * s.echo_noise : 0.5f, hi = echo ? 1.5f * s.echo_noise : 1.5f;
+  t.Vector(n("post_attention_norm.weight"), d, lo, hi);
   t.Vector(n("ffn_norm.weight"), d, 0.5f, 1.5f);
   t.Matrix(n("ffn_gate.weight"), {d, s.n_ff});
   t.Matrix(n("ffn_up.weight"), {d, s.n_ff});
-  t.Matrix(n("ffn_down.weight"), {s.n_ff, d}, out_scale);
-  t.Vector(n("post_ffw_norm.weight"), d, 0.5f, 1.5f);
+  t.Matrix(n("ffn_down.weight"), {s.n_ff, d});
+  t.Vector(n("post_ffw_norm.weight"), d, lo, hi);
   if (echo)
     t.Vector(n("layer_output_scale.weight"), 1, 1.0f, 1.0f);
   else
