@@ -2,6 +2,7 @@
 // divergence, teacher forcing against greedy decoding, batched decode vs plain decode, the
 // determinism probe, forced-stream acceptance vs real speculation, identity diffs, and the CLI.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/check.h"
 #include "lab/accept.h"
 #include "lab/batch_decode.h"
 #include "lab/diverge.h"
@@ -365,6 +367,37 @@ TEST(LabAccept, OracleAndAdversarialProposersBoundTheRate) {
   EXPECT_EQ(w->stats.rounds, 40);  // one position per round
 }
 
+// The embedded default pair (skipped until it is trained): the replay along the target's own
+// greedy stream reproduces real speculation's counters on a real drafter too.
+TEST(LabAccept, DefaultPairReplayMatchesGenerate) {
+  const std::string dir = std::string(LOCKSTEP_SOURCE_DIR) + "/models/";
+  const std::string tp = dir + "lockstep-code-target.gguf",
+                    dp = dir + "lockstep-code-assistant.gguf";
+  if (!std::filesystem::exists(tp) || !std::filesystem::exists(dp))
+    GTEST_SKIP() << "no default pair";
+  backend::CpuBackend be(2);
+  auto target = model::Model::Load(tp, be);
+  auto draft = model::Model::Load(dp, be);
+  ASSERT_TRUE(target.ok() && draft.ok());
+  auto assistant = model::Assistant::Pair(**target, **draft);
+  ASSERT_TRUE(assistant.ok()) << assistant.status().message();
+  const std::vector<int32_t> prompt = {2, 947, 334, 1034, 581, 309};  // "class Stack:"
+  spec::GenerateOptions g;
+  g.n_predict = 64;
+  g.draft_max = 4;
+  auto real = spec::GenerateSpeculative(**target, **draft, prompt, g);
+  ASSERT_TRUE(real.ok()) << real.status().message();
+  auto pass = lab::RunForcedPass(**target, prompt, real->tokens);
+  ASSERT_TRUE(pass.ok());
+  spec::AssistantProposer proposer(**assistant, 0.0f);
+  auto rep = lab::ReplayAcceptance(*pass, proposer, {4, 64});
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->stats.drafted_at, real->draft.drafted_at);
+  EXPECT_EQ(rep->stats.accepted_at, real->draft.accepted_at);
+  EXPECT_EQ(rep->stats.rounds, real->draft.rounds);
+  EXPECT_GT(rep->stats.accepted, 0);
+}
+
 // ---- identity diff ------------------------------------------------------------------------
 
 TEST(LabIdentityDiff, ListsExactlyTheFieldsThatDiffer) {
@@ -388,7 +421,7 @@ TEST(LabIdentityDiff, ListsExactlyTheFieldsThatDiffer) {
 
 // ---- the CLI, end to end -----------------------------------------------------------------
 
-std::string Run(const std::string& args, int* rc) {
+std::string RunCli(const std::string& args, int* rc) {
   const std::string cmd = fmt::format("{} {} 2>&1", LOCKSTEP_BINARY, args);
   FILE* f = popen(cmd.c_str(), "r");
   std::string out;
@@ -417,44 +450,45 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   const std::string fb = WriteFile("lab-b.json", json(b).dump());
   int rc = 0;
 
-  std::string out = Run(fmt::format("lab logprobs -m {} --stream {} --json", model, fa), &rc);
+  std::string out = RunCli(fmt::format("lab logprobs -m {} --stream {} --json", model, fa), &rc);
   ASSERT_EQ(rc, 0) << out;
   json j = json::parse(out);
   EXPECT_EQ(j["positions"].size(), a.size());
   EXPECT_EQ(j["summary"]["greedy_match"], a.size());
   EXPECT_TRUE(j["identity"].contains("model_sha256"));
 
-  out = Run(fmt::format("lab diverge {} {} -m {} --json", fa, fb, model), &rc);
+  out = RunCli(fmt::format("lab diverge {} {} -m {} --json", fa, fb, model), &rc);
   ASSERT_EQ(rc, 0) << out;
   j = json::parse(out);
   EXPECT_EQ(j["index"], 4);
   EXPECT_EQ(j["fork"]["a"]["rank"], 1);
   const std::string fd = WriteFile("lab-diverge.json", out);
 
-  out = Run(fmt::format("lab accept -m {} --draft {} --stream {} --json", model, draft, fa), &rc);
+  out =
+      RunCli(fmt::format("lab accept -m {} --draft {} --stream {} --json", model, draft, fa), &rc);
   ASSERT_EQ(rc, 0) << out;
   j = json::parse(out);
   EXPECT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(j["identity"]["draft_sha256"].get<std::string>().size(), 64u);
-  out = Run(fmt::format("lab accept -m {} --draft {} --draft {} --stream {} --stream {}", model,
-                        draft, draft, fa, fb),
-            &rc);
+  out = RunCli(fmt::format("lab accept -m {} --draft {} --draft {} --stream {} --stream {}", model,
+                           draft, draft, fa, fb),
+               &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("stream \\ drafter"), std::string::npos) << out;
 
-  out = Run(fmt::format("lab probe -m {} --tokens 3,4,5 -n 4 --width 2 --duplicates 2 "
-                        "--max-threads 2 --json",
-                        model),
-            &rc);
+  out = RunCli(fmt::format("lab probe -m {} --tokens 3,4,5 -n 4 --width 2 --duplicates 2 "
+                           "--max-threads 2 --json",
+                           model),
+               &rc);
   ASSERT_EQ(rc, 0) << out;
   j = json::parse(out);
   for (const auto& m : j["modes"]) EXPECT_EQ(m["unique_outputs"], 1) << m.dump();
 
-  out = Run(fmt::format("lab identity-diff {} {} --json", fa, fd), &rc);
+  out = RunCli(fmt::format("lab identity-diff {} {} --json", fa, fd), &rc);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_FALSE(json::parse(out)["identical"].get<bool>());
 
-  out = Run(fmt::format("lab diverge {} /nonexistent.json", fa), &rc);
+  out = RunCli(fmt::format("lab diverge {} /nonexistent.json", fa), &rc);
   EXPECT_EQ(rc, 1);
   EXPECT_NE(out.find("/nonexistent.json"), std::string::npos) << out;
 }
