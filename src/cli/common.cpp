@@ -136,6 +136,7 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
   nlohmann::json j = {{"tokens", r.tokens},
                       {"text", text},
                       {"n_prompt", prompt.size()},
+                      {"prompt_tokens", prompt},
                       {"n_generated", r.tokens.size()},
                       {"timings", TimingsJson(r)}};
   if (!rec.draft_path.empty()) {
