@@ -104,6 +104,7 @@ int Run(const Args& a) {
   } else {
     if (tok) std::printf("%s\n", text.c_str());
     else std::printf("%s\n", j["tokens"].dump().c_str());
+    std::fflush(stdout);
     std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
   }
   return 0;

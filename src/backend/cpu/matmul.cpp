@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
 #include "quant/quant.h"
 
@@ -36,11 +37,27 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CHECKF(w.ne[0] == x.cols() && y->cols() == n_out && y->rows() == x.rows(),
          "matmul {}: weight {{{}, {}}} x [{}, {}] -> [{}, {}]", w.name, w.ne[0], n_out, x.rows(),
          x.cols(), y->rows(), y->cols());
-  const auto prepared = PrepareRows(pool_, w, x);
   const int64_t n_rows = x.rows();
   // Columns in blocks of 16 so each weight row is read from memory once for all batch rows.
   constexpr int64_t kBlock = 16;
   const int64_t n_blocks = (n_out + kBlock - 1) / kBlock;
+  if (HasDotRows4(w.type)) {
+    // Float weights: up to 4 rows share each weight load; every row's sum keeps DotRow's order.
+    pool_.ParallelFor(n_blocks, 1, [&](int64_t b, int64_t e) {
+      const float* xs[4];
+      float out[4];
+      for (int64_t j = b * kBlock; j < std::min(n_out, e * kBlock); ++j) {
+        for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+          const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
+          for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
+          DotRows4(w.type, w.row(j), xs, nr, w.ne[0], out);
+          for (int k = 0; k < nr; ++k) y->row(r0 + k)[j] = out[k];
+        }
+      }
+    });
+    return;
+  }
+  const auto prepared = PrepareRows(pool_, w, x);
   pool_.ParallelFor(n_blocks, 1, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t j_end = std::min(n_out, (blk + 1) * kBlock);
