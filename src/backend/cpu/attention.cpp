@@ -28,15 +28,21 @@ void CpuBackend::KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& 
   }
 }
 
-void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_head,
-                           int n_head_kv, int head_dim, int window, bool include_self,
-                           const RowInfo& rows, Tensor* out) {
+void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
+                           int head_dim, int window, bool include_self, const RowInfo& rows,
+                           Tensor* out) {
   const Tensor& kd = kv.k(layer);
   const Tensor& vd = kv.v(layer);
   CHECK(!kd.empty() && q.cols() == static_cast<int64_t>(n_head) * head_dim);
   CHECK(kd.cols() == static_cast<int64_t>(n_head_kv) * head_dim && out->cols() == q.cols());
   const int group = n_head / n_head_kv;
-  pool_.ParallelFor(q.rows() * n_head, 1, [&](int64_t b, int64_t e) {
+  // Parallelise only when a (row, head) item list holds enough work to pay for a wake-up.
+  int64_t work = 0;
+  for (int64_t r = 0; r < q.rows(); ++r) work += static_cast<int64_t>(rows.pos[r] + 1) * head_dim;
+  work *= n_head;
+  const int64_t items = q.rows() * n_head;
+  const int64_t grain = work < (1 << 15) ? items : 1;
+  pool_.ParallelFor(items, grain, [&](int64_t b, int64_t e) {
     std::vector<float> scores;
     std::vector<float> acc(static_cast<size_t>(head_dim));
     for (int64_t i = b; i < e; ++i) {
@@ -50,7 +56,8 @@ void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_
       scores.resize(static_cast<size_t>(p - lo + 1));
       float mx = -std::numeric_limits<float>::infinity();
       for (int t = lo; t <= p; ++t) {
-        const float* kh = kd.row(kv.row_index(rows.seq[r], t)) + static_cast<int64_t>(hk) * head_dim;
+        const float* kh =
+            kd.row(kv.row_index(rows.seq[r], t)) + static_cast<int64_t>(hk) * head_dim;
         const float s = quant::DotF32(qh, kh, head_dim);
         scores[t - lo] = s;
         mx = std::max(mx, s);
@@ -62,7 +69,8 @@ void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int t = lo; t <= p; ++t) {
-        const float* vh = vd.row(kv.row_index(rows.seq[r], t)) + static_cast<int64_t>(hk) * head_dim;
+        const float* vh =
+            vd.row(kv.row_index(rows.seq[r], t)) + static_cast<int64_t>(hk) * head_dim;
         const float pr = scores[t - lo];
         for (int d = 0; d < head_dim; ++d) acc[d] += pr * vh[d];
       }

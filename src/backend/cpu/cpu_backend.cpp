@@ -34,7 +34,9 @@ void CpuBackend::FromHost(std::span<const float> src, Tensor* t) {
   std::memcpy(t->data(), src.data(), src.size_bytes());
 }
 
-Weight CpuBackend::PrepareWeight(Weight host_view) { return host_view; }
+Weight CpuBackend::PrepareWeight(Weight host_view) {
+  return host_view;
+}
 
 void WeightRowF32(const Weight& w, int64_t row, float* out) {
   quant::DequantizeRow(w.type, w.row(row), out, w.ne[0]);
@@ -56,10 +58,11 @@ void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float extr
 }
 
 namespace {
-// Applies fn(row) over all rows in parallel; each row is computed by one thread.
+// Applies fn(row) over all rows, in parallel from 16 rows up (cheap per-row ops); each row is
+// computed by one thread.
 template <typename F>
 void ForRows(ThreadPool& pool, int64_t rows, F&& fn) {
-  pool.ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
+  pool.ParallelFor(rows, 8, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) fn(r);
   });
 }
@@ -138,7 +141,8 @@ void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t gr
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
   std::vector<float> wf;
   if (w) {
-    CHECKF(w->ne[0] == group, "norm weight {} has {} elements, group is {}", w->name, w->ne[0], group);
+    CHECKF(w->ne[0] == group, "norm weight {} has {} elements, group is {}", w->name, w->ne[0],
+           group);
     wf.resize(static_cast<size_t>(group));
     WeightRowF32(*w, 0, wf.data());
   }

@@ -12,7 +12,7 @@ namespace {
 
 std::vector<quant::PreparedRow> PrepareRows(ThreadPool& pool, const Weight& w, const Tensor& x) {
   std::vector<quant::PreparedRow> rows(static_cast<size_t>(x.rows()));
-  pool.ParallelFor(x.rows(), 1, [&](int64_t b, int64_t e) {
+  pool.ParallelFor(x.rows(), 8, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) quant::PrepareRow(w.type, x.row(r), x.cols(), &rows[r]);
   });
   return rows;
@@ -41,9 +41,13 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   // Columns in blocks of 16 so each weight row is read from memory once for all batch rows.
   constexpr int64_t kBlock = 16;
   const int64_t n_blocks = (n_out + kBlock - 1) / kBlock;
+  // Hand a thread at least ~64K multiply-adds: below that, waking a worker costs more than
+  // the work (the split never changes results: each element is computed whole by one thread).
+  const int64_t grain =
+      std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, kBlock * w.ne[0] * n_rows));
   if (HasDotRows4(w.type)) {
     // Float weights: up to 4 rows share each weight load; every row's sum keeps DotRow's order.
-    pool_.ParallelFor(n_blocks, 1, [&](int64_t b, int64_t e) {
+    pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
       const float* xs[4];
       float out[4];
       for (int64_t j = b * kBlock; j < std::min(n_out, e * kBlock); ++j) {
@@ -58,7 +62,7 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
     return;
   }
   const auto prepared = PrepareRows(pool_, w, x);
-  pool_.ParallelFor(n_blocks, 1, [&](int64_t b, int64_t e) {
+  pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
       const int64_t j_end = std::min(n_out, (blk + 1) * kBlock);
       for (int64_t j = blk * kBlock; j < j_end; ++j) {

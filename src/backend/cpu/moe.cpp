@@ -25,8 +25,8 @@ std::vector<int> TopK(const std::vector<float>& p, int k) {
 }  // namespace
 
 void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate,
-                        const Weight* up, const Weight& down, const Weight* down_scale,
-                        int n_used, Tensor* y) {
+                        const Weight* up, const Weight& down, const Weight* down_scale, int n_used,
+                        Tensor* y) {
   const int64_t n_embd = x.cols();
   const int n_expert = static_cast<int>(router_logits.cols());
   const int64_t n_ff = up ? gate.ne[1] : gate.ne[1] / 2;
