@@ -8,22 +8,11 @@
 #include "core/check.h"
 #include "model/assistant.h"
 #include "spec/generate.h"
+#include "spec/loop_common.h"
 #include "spec/proposer.h"
 
 namespace lockstep::spec {
 namespace {
-
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Appends `tok`; true when generation must end (a stop token, or n_predict reached).
-bool Emit(const GenerateOptions& opt, int32_t tok, GenerateResult* res) {
-  res->tokens.push_back(tok);
-  if (std::find(opt.stop_tokens.begin(), opt.stop_tokens.end(), tok) != opt.stop_tokens.end())
-    return true;
-  return static_cast<int>(res->tokens.size()) >= opt.n_predict;
-}
 
 void CountRound(int n_draft, int n_accepted, DraftStats* s) {
   ++s->rounds;
@@ -38,15 +27,11 @@ void CountRound(int n_draft, int n_accepted, DraftStats* s) {
 Expected<GenerateResult> GenerateWithProposer(const model::Model& target, Proposer& proposer,
                                               std::span<const int32_t> prompt,
                                               const GenerateOptions& opt) {
-  if (prompt.empty()) return Status::Error("generate: the prompt has no tokens");
   if (opt.draft_max < 0) return Status::Errorf("generate: draft_max {} < 0", opt.draft_max);
-  const int n_prompt = static_cast<int>(prompt.size());
   // Drafts are capped by the tokens still to emit, so verify never writes past the last
   // position plain decode writes: the same context suffices.
-  const int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : n_prompt + opt.n_predict + 1;
-  if (n_prompt + opt.n_predict > n_ctx)
-    return Status::Errorf("generate: prompt ({}) + n_predict ({}) exceeds the context ({})",
-                          n_prompt, opt.n_predict, n_ctx);
+  LS_ASSIGN_OR_RETURN(const int n_ctx, ContextSize(prompt, opt));
+  const int n_prompt = static_cast<int>(prompt.size());
   auto kv = target.NewKv(1, n_ctx);
   GenerateResult res;
   res.draft.drafted_at.assign(static_cast<size_t>(opt.draft_max), 0);
@@ -56,13 +41,7 @@ Expected<GenerateResult> GenerateWithProposer(const model::Model& target, Propos
   model::ForwardOptions fwd;
   fwd.want_hidden = true;  // the drafter's input is the target's post-norm hidden state
   auto t0 = std::chrono::steady_clock::now();
-  const int chunk = std::max(1, opt.prefill_chunk);
-  for (int start = 0; start < n_prompt; start += chunk) {
-    batch.Clear();
-    const int end = std::min(n_prompt, start + chunk);
-    for (int p = start; p < end; ++p) batch.Add(prompt[p], p, 0, p == n_prompt - 1);
-    LS_RETURN_IF_ERROR(target.Forward(batch, *kv, &out, fwd));
-  }
+  LS_RETURN_IF_ERROR(Prefill(target, prompt, opt, true, *kv, &out));
   res.prompt_ms = MsSince(t0);
   t0 = std::chrono::steady_clock::now();
   if (opt.n_predict <= 0) return res;
