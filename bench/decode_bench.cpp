@@ -1,0 +1,222 @@
+// Decode tokens/s and achieved bandwidth (weight + KV bytes read per token / time) next to the
+// machine's measured read bandwidth, for F16 / Q8_0 / Q4_K_M of the default model and of a
+// larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt processing.
+// Usage: decode_bench [--decode N] [--pp N] [--skip-large] [--model PATH]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "quant/model_quantize.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Read bandwidth (bytes/s): best of 3 sums over 512 MiB split across `threads` threads.
+double MeasureReadBandwidth(int threads) {
+  std::vector<uint64_t> buf((512u << 20) / 8);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<uint64_t> sums(static_cast<size_t>(threads));
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    const size_t chunk = buf.size() / static_cast<size_t>(threads);
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = chunk * t; i < chunk * (t + 1); i += 4) {
+          s0 += buf[i];
+          s1 += buf[i + 1];
+          s2 += buf[i + 2];
+          s3 += buf[i + 3];
+        }
+        sums[static_cast<size_t>(t)] = s0 + s1 + s2 + s3;
+      });
+    }
+    for (auto& th : pool) th.join();
+    benchmark::DoNotOptimize(sums.data());
+    best = std::max(best, static_cast<double>(buf.size() * 8) / Seconds(t0));
+  }
+  return best;
+}
+
+// Weight bytes one decode step reads: every tensor except the per-layer embedding table, of
+// which a single row is gathered (token_embd is read whole: it is the tied output projection).
+double WeightBytesPerToken(const model::Model& m) {
+  double b = 0;
+  for (const auto& t : m.file().tensors())
+    if (t.name != "per_layer_token_embd.weight") b += static_cast<double>(t.nbytes);
+  return b;
+}
+
+// f32 K and V bytes attention reads for a query at position `pos`.
+double KvBytesPerToken(const model::ModelConfig& c, int pos) {
+  double b = 0;
+  for (const auto& l : c.layers) {
+    const int n = l.sliding ? std::min(pos + 1, c.n_swa) : pos + 1;
+    b += 2.0 * n * l.n_head_kv * l.head_dim * 4.0;
+  }
+  return b;
+}
+
+struct Row {
+  std::string model, type;
+  int threads = 0;
+  double mib = 0, tok_s = 0, gb_s = 0, pp_tok_s = 0;
+};
+
+Row Measure(const std::string& label, const std::string& type, const std::string& path, int threads,
+            int n_decode, int n_pp) {
+  backend::CpuBackend be(threads);
+  auto m = model::Model::Load(path, be);
+  if (!m.ok()) {
+    std::fprintf(stderr, "decode_bench: %s\n", m.status().message().c_str());
+    std::exit(1);
+  }
+  const model::Model& model = **m;
+  const int V = model.config().n_vocab;
+  Row r{label, type, threads, WeightBytesPerToken(model) / (1 << 20)};
+  constexpr int kPrefix = 32;
+  auto kv = model.NewKv(1, std::max(n_pp, kPrefix + n_decode) + 1);
+  model::Batch prefix;
+  for (int i = 0; i < kPrefix; ++i) prefix.Add((i * 131 + 7) % V, i, 0, i == kPrefix - 1);
+  model::ForwardResult out;
+  if (!model.Forward(prefix, *kv, &out).ok()) std::exit(1);
+  double kv_bytes = 0;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n_decode; ++i) {
+    model::Batch b;
+    const int pos = kPrefix + i;
+    b.Add((pos * 131 + 7) % V, pos, 0, true);
+    if (!model.Forward(b, *kv, &out).ok()) std::exit(1);
+    kv_bytes += KvBytesPerToken(model.config(), pos);
+  }
+  const double sec = Seconds(t0);
+  r.tok_s = n_decode / sec;
+  r.gb_s = (r.mib * (1 << 20) * n_decode + kv_bytes) / sec / 1e9;
+  if (n_pp > 0) {
+    model::Batch pp;
+    for (int i = 0; i < n_pp; ++i) pp.Add((i * 131 + 7) % V, i, 0, i == n_pp - 1);
+    const auto t1 = Clock::now();
+    if (!model.Forward(pp, *kv, &out).ok()) std::exit(1);
+    r.pp_tok_s = n_pp / Seconds(t1);
+  }
+  return r;
+}
+
+// Writes `in` quantized to each mix next to `dir`, once (reused when already there).
+std::vector<std::pair<std::string, std::string>> Variants(const std::string& f16,
+                                                          const fs::path& dir,
+                                                          const std::string& stem) {
+  std::vector<std::pair<std::string, std::string>> v{{"F16", f16}};
+  for (quant::Mix mix : {quant::Mix::Q8_0, quant::Mix::Q4_K_M}) {
+    const fs::path p = dir / (stem + "-" + std::string(quant::MixName(mix)) + ".gguf");
+    if (!fs::exists(p)) {
+      const auto t0 = Clock::now();
+      const Status s = quant::QuantizeModel(f16, p.string(), mix, {.threads = 2});
+      if (!s.ok()) {
+        std::fprintf(stderr, "decode_bench: %s\n", s.message().c_str());
+        std::exit(1);
+      }
+      std::fprintf(stderr, "quantized %s in %.1f s\n", p.c_str(), Seconds(t0));
+    }
+    v.emplace_back(std::string(quant::MixName(mix)), p.string());
+  }
+  return v;
+}
+
+std::string LargeModel(const fs::path& dir) {
+  const fs::path p = dir / "large-F16.gguf";
+  if (fs::exists(p)) return p.string();
+  model::SyntheticSpec s;  // ~230M parameters: far larger than any cache
+  s.n_vocab = 32000;
+  s.n_embd = 1024;
+  s.n_layer = 12;
+  s.full_every = 6;
+  s.n_head = 8;
+  s.n_head_kv_swa = 4;
+  s.n_head_kv_full = 2;
+  s.head_dim_swa = 128;
+  s.head_dim_full = 256;
+  s.n_swa = 512;
+  s.n_ff = 4096;
+  s.weight_type = DType::F16;
+  const auto t0 = Clock::now();
+  const Status st = model::WriteSyntheticModel(s, p.string() + ".w");
+  if (!st.ok()) {
+    std::fprintf(stderr, "decode_bench: %s\n", st.message().c_str());
+    std::exit(1);
+  }
+  fs::rename(p.string() + ".w", p);
+  std::fprintf(stderr, "wrote %s in %.1f s\n", p.c_str(), Seconds(t0));
+  return p.string();
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  int n_decode = 32, n_pp = 512;
+  bool large = true;
+  std::string def = "models/lockstep-code-target.gguf";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--decode" && i + 1 < argc)
+      n_decode = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--pp" && i + 1 < argc)
+      n_pp = std::max(0, std::atoi(argv[++i]));
+    else if (a == "--skip-large")
+      large = false;
+    else if (a == "--model" && i + 1 < argc)
+      def = argv[++i];
+    else {
+      std::fprintf(stderr,
+                   "usage: decode_bench [--decode N] [--pp N] [--skip-large] [--model P]\n");
+      return 2;
+    }
+  }
+  const fs::path dir = fs::temp_directory_path() / "lockstep-bench";
+  fs::create_directories(dir);
+  std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> models;
+  models.emplace_back("default", Variants(def, dir, "default"));
+  if (large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
+
+  const double bw[3] = {0, MeasureReadBandwidth(1) / 1e9, MeasureReadBandwidth(2) / 1e9};
+  std::printf("measured read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", bw[1],
+              bw[2]);
+  std::printf("decode: %d tokens after a 32-token prefix; pp: one %d-token batch\n", n_decode,
+              n_pp);
+  std::printf("%-8s %-7s %3s %9s %9s %8s %9s %9s %9s\n", "model", "type", "thr", "wMiB/tok",
+              "tok/s", "GB/s", "bw_frac", "vs_F16", "pp tok/s");
+  for (const auto& [label, variants] : models) {
+    for (int threads : {1, 2}) {
+      double f16_tok_s = 0;
+      for (const auto& [type, path] : variants) {
+        const Row r = Measure(label, type, path, threads, n_decode, n_pp);
+        if (type == "F16") f16_tok_s = r.tok_s;
+        std::printf("%-8s %-7s %3d %9.2f %9.2f %8.2f %9.2f %9.2f %9.1f\n", r.model.c_str(),
+                    r.type.c_str(), r.threads, r.mib, r.tok_s, r.gb_s, r.gb_s / bw[threads],
+                    r.tok_s / f16_tok_s, r.pp_tok_s);
+        std::fflush(stdout);
+      }
+    }
+  }
+  return 0;
+}
