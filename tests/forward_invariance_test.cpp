@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "testing/backends.h"
 #include "testing/models.h"
 
 namespace lockstep {
@@ -84,24 +85,7 @@ TEST_P(ForwardInvariance, LogitsIndependentOfBatchChunkAndThreads) {
 
 INSTANTIATE_TEST_SUITE_P(Models, ForwardInvariance, ::testing::Values("dense", "moe", "ple"));
 
-// A backend whose matmul sums in a different order when a call carries more than one row:
-// the kind of shape-dependent kernel choice lockstep forbids.
-class ShapeDependentBackend : public CpuBackend {
- public:
-  using CpuBackend::CpuBackend;
-  void MatMul(const backend::Weight& w, const backend::Tensor& x, backend::Tensor* y) override {
-    if (x.rows() == 1) return CpuBackend::MatMul(w, x, y);
-    std::vector<float> wrow(static_cast<size_t>(w.ne[0]));
-    for (int64_t j = 0; j < w.n_rows(); ++j) {
-      quant::DequantizeRow(w.type, w.row(j), wrow.data(), w.ne[0]);
-      for (int64_t r = 0; r < x.rows(); ++r) {
-        float s = 0.0f;
-        for (int64_t i = w.ne[0] - 1; i >= 0; --i) s += wrow[i] * x.row(r)[i];
-        y->row(r)[j] = s;
-      }
-    }
-  }
-};
+using testing::ShapeDependentBackend;
 
 TEST(ForwardInvarianceNegativeControl, ShapeDependentMatmulIsDetected) {
   const std::string path = testing::SyntheticPath("dense", testing::DenseSpec());

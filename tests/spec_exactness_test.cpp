@@ -16,6 +16,7 @@
 #include "quant/quant.h"
 #include "spec/generate.h"
 #include "spec/proposer.h"
+#include "testing/backends.h"
 #include "testing/models.h"
 
 namespace lockstep {
@@ -299,24 +300,7 @@ TEST(SpecExactness, PairingErrorsAreClear) {
   EXPECT_FALSE(g.ok());
 }
 
-// A backend whose matmul sums in reverse order when a call carries more than one row: verify
-// rows then differ in the last bits from single-row decode rows.
-class ShapeDependentBackend : public CpuBackend {
- public:
-  using CpuBackend::CpuBackend;
-  void MatMul(const backend::Weight& w, const backend::Tensor& x, backend::Tensor* y) override {
-    if (x.rows() == 1) return CpuBackend::MatMul(w, x, y);
-    std::vector<float> wrow(static_cast<size_t>(w.ne[0]));
-    for (int64_t j = 0; j < w.n_rows(); ++j) {
-      quant::DequantizeRow(w.type, w.row(j), wrow.data(), w.ne[0]);
-      for (int64_t r = 0; r < x.rows(); ++r) {
-        float s = 0.0f;
-        for (int64_t i = w.ne[0] - 1; i >= 0; --i) s += wrow[i] * x.row(r)[i];
-        y->row(r)[j] = s;
-      }
-    }
-  }
-};
+using testing::ShapeDependentBackend;
 
 // The dense fixture with near-tied token pairs (row 2k+1 = row 2k plus one-ulp-scale noise)
 // and no softcap, so the greedy choice inside a pair rests on the last bits of the logits.

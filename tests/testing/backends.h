@@ -1,0 +1,31 @@
+// Test backends that break lockstep's rules on purpose, for negative controls.
+#pragma once
+
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "quant/quant.h"
+
+namespace lockstep::testing {
+
+// A backend whose matmul sums in reverse order when a call carries more than one row: the kind
+// of shape-dependent kernel choice lockstep forbids. Verify and prefill rows then differ in the
+// last bits from single-row decode rows.
+class ShapeDependentBackend : public backend::CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  void MatMul(const backend::Weight& w, const backend::Tensor& x, backend::Tensor* y) override {
+    if (x.rows() == 1) return CpuBackend::MatMul(w, x, y);
+    std::vector<float> wrow(static_cast<size_t>(w.ne[0]));
+    for (int64_t j = 0; j < w.n_rows(); ++j) {
+      quant::DequantizeRow(w.type, w.row(j), wrow.data(), w.ne[0]);
+      for (int64_t r = 0; r < x.rows(); ++r) {
+        float s = 0.0f;
+        for (int64_t i = w.ne[0] - 1; i >= 0; --i) s += wrow[i] * x.row(r)[i];
+        y->row(r)[j] = s;
+      }
+    }
+  }
+};
+
+}  // namespace lockstep::testing
