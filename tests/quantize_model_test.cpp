@@ -316,6 +316,7 @@ TEST(QuantizeModel, MetadataCopiedAndFileTypeSet) {
 TEST(QuantizeModel, SameBytesTwiceAndAtAnyThreadCount) {
   const std::string in = WidePath();
   ASSERT_FALSE(in.empty());
+  std::string previous;
   for (Mix mix : {Mix::Q4_K_M, Mix::Q2_K, Mix::Q8_0}) {
     const fs::path a = TmpDir() / "twice-a.gguf", b = TmpDir() / "twice-b.gguf";
     ASSERT_TRUE(quant::QuantizeModel(in, a.string(), mix, {.threads = 1}).ok());
@@ -323,6 +324,9 @@ TEST(QuantizeModel, SameBytesTwiceAndAtAnyThreadCount) {
     EXPECT_EQ(ReadBytes(a), ReadBytes(b)) << quant::MixName(mix);
     ASSERT_TRUE(quant::QuantizeModel(in, b.string(), mix, {.threads = 1}).ok());
     EXPECT_EQ(ReadBytes(a), ReadBytes(b)) << quant::MixName(mix);
+    // Control: the comparison sees a difference when there is one (another mix's bytes).
+    EXPECT_NE(ReadBytes(a), previous) << quant::MixName(mix);
+    previous = ReadBytes(a);
   }
 }
 
@@ -375,6 +379,11 @@ TEST(QuantizeCli, BadInputFailsClearlyWithoutOutput) {
   EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(RunCli(fmt::format("{} {} Q8_0 -q", in, in), &msg), 1);
   EXPECT_NE(msg.find("same file"), std::string::npos) << msg;
+  const std::string quantized = (TmpDir() / "cli-dense-Q8_0.gguf").string();
+  ASSERT_TRUE(quant::QuantizeModel(in, quantized, Mix::Q8_0).ok());
+  EXPECT_EQ(RunCli(fmt::format("{} {} Q4_0 -q", quantized, out.string()), &msg), 1);
+  EXPECT_NE(msg.find("is already Q8_0"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(out));
   // Control: the same command with valid arguments succeeds and writes the file.
   EXPECT_EQ(RunCli(fmt::format("{} {} q8_0 --threads 2", in, out.string()), &msg), 0) << msg;
   EXPECT_NE(msg.find("tensor "), std::string::npos) << msg;  // the progress bar

@@ -233,6 +233,11 @@ Status QuantizeModel(const std::string& in_path, const std::string& out_path, Mi
   LS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::Open(in_path));
   const std::vector<DType> plan = PlanTypes(*file, mix);
   const auto& tensors = file->tensors();
+  // Requantizing compounds two roundings; like llama.cpp, refuse rather than do it silently.
+  for (const auto& t : tensors)
+    if (!IsFloatType(t.type) && !MustStayExact(t))
+      return Status::Errorf("{}: tensor {} is already {}; quantize from an F32/F16/BF16 file",
+                            in_path, t.name, Name(t.type));
 
   gguf::Writer w;
   w.SetAlignment(file->alignment());
