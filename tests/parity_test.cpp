@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "testing/reference.h"
 
 namespace lockstep {
 namespace {
@@ -29,22 +30,8 @@ namespace fs = std::filesystem;
 constexpr float kLogitBound = 1e-3f;
 constexpr float kHiddenRelBound = 1e-4f;
 
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(static_cast<size_t>(fs::file_size(p) / 4));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  return v;
-}
-
-std::vector<int> Top5(const float* x, int n) {
-  std::vector<int> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
-                    [&](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
-  idx.resize(5);
-  std::sort(idx.begin(), idx.end());
-  return idx;
-}
+using testing::ReadF32;
+using testing::Top5;
 
 class TargetParity : public ::testing::TestWithParam<std::string> {};
 
@@ -122,7 +109,8 @@ TEST(TargetParityNegativeControl, DetectsAPerturbedModel) {
   ASSERT_TRUE((*m)->Forward(batch, *kv, &out).ok());
   const auto ref = ReadF32(dir / seq["tensors"]["result_output"]["file"].get<std::string>());
   float max_abs = 0;
-  for (size_t i = 0; i < ref.size(); ++i) max_abs = std::max(max_abs, std::fabs(out.logits[i] - ref[i]));
+  for (size_t i = 0; i < ref.size(); ++i)
+    max_abs = std::max(max_abs, std::fabs(out.logits[i] - ref[i]));
   EXPECT_GT(max_abs, kLogitBound);
 }
 

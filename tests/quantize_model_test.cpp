@@ -21,6 +21,7 @@
 #include "model/synthetic.h"
 #include "quant/model_quantize.h"
 #include "quant/quant.h"
+#include "testing/reference.h"
 
 namespace lockstep {
 namespace {
@@ -49,22 +50,8 @@ constexpr Bound kParityBounds[] = {
     {Mix::Q4_0, 37.0f, 20, 0},  {Mix::Q2_K, 37.0f, 20, 0},
 };
 
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(static_cast<size_t>(fs::file_size(p) / 4));
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  return v;
-}
-
-std::vector<int> Top5(const float* x, int n) {
-  std::vector<int> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
-                    [&](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); });
-  idx.resize(5);
-  std::sort(idx.begin(), idx.end());
-  return idx;
-}
+using testing::ReadF32;
+using testing::Top5;
 
 fs::path TmpDir() {
   const fs::path d = fs::temp_directory_path() / "lockstep-tests" / "quantize";

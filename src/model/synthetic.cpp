@@ -61,7 +61,7 @@ class Filler {
 };
 
 bool IsFull(const SyntheticSpec& s, int il) {
-  return il == s.n_layer - 1 || (il + 1) % s.full_every == 0;
+  return SyntheticLayerIsFull(s.n_layer, s.full_every, il);
 }
 
 void WriteMetadata(const SyntheticSpec& s, gguf::Writer& w) {
@@ -72,26 +72,10 @@ void WriteMetadata(const SyntheticSpec& s, gguf::Writer& w) {
   w.Set(a + "embedding_length", Value::U32(s.n_embd));
   w.Set(a + "block_count", Value::U32(s.n_layer));
   w.Set(a + "feed_forward_length", Value::U32(s.n_ff));
-  w.Set(a + "attention.head_count", Value::U32(s.n_head));
-  std::vector<Value> kv, pattern;
-  for (int il = 0; il < s.n_layer; ++il) {
-    kv.push_back(Value::I32(IsFull(s, il) ? s.n_head_kv_full : s.n_head_kv_swa));
-    pattern.push_back(Value::Bool(!IsFull(s, il)));
-  }
-  w.Set(a + "attention.head_count_kv", Value::Arr(ValueType::INT32, kv));
-  w.Set(a + "attention.sliding_window_pattern", Value::Arr(ValueType::BOOL, pattern));
-  w.Set(a + "attention.key_length", Value::U32(s.head_dim_full));
-  w.Set(a + "attention.value_length", Value::U32(s.head_dim_full));
-  w.Set(a + "attention.key_length_swa", Value::U32(s.head_dim_swa));
-  w.Set(a + "attention.value_length_swa", Value::U32(s.head_dim_swa));
-  w.Set(a + "attention.layer_norm_rms_epsilon", Value::F32(1e-6f));
-  w.Set(a + "attention.sliding_window", Value::U32(s.n_swa));
-  w.Set(a + "attention.shared_kv_layers", Value::U32(s.n_shared_kv));
+  WriteSyntheticAttentionKeys({s.n_layer, s.full_every, s.n_head, s.n_head_kv_swa, s.n_head_kv_full,
+                               s.head_dim_swa, s.head_dim_full, s.n_swa, s.n_shared_kv},
+                              a, w);
   w.Set(a + "embedding_length_per_layer_input", Value::U32(s.n_embd_per_layer));
-  w.Set(a + "rope.freq_base", Value::F32(1e6f));
-  w.Set(a + "rope.freq_base_swa", Value::F32(1e4f));
-  w.Set(a + "rope.dimension_count", Value::U32(s.head_dim_full));
-  w.Set(a + "rope.dimension_count_swa", Value::U32(s.head_dim_swa));
   w.Set(a + "final_logit_softcapping", Value::F32(s.softcap));
   if (s.n_expert > 0) {
     w.Set(a + "expert_count", Value::U32(s.n_expert));
@@ -137,6 +121,34 @@ void WriteLayer(const SyntheticSpec& s, int il, Filler& f) {
 }
 
 }  // namespace
+
+bool SyntheticLayerIsFull(int n_layer, int full_every, int il) {
+  return il == n_layer - 1 || (il + 1) % full_every == 0;
+}
+
+void WriteSyntheticAttentionKeys(const SyntheticAttention& s, const std::string& a,
+                                 gguf::Writer& w) {
+  w.Set(a + "attention.head_count", Value::U32(s.n_head));
+  std::vector<Value> kv, pattern;
+  for (int il = 0; il < s.n_layer; ++il) {
+    const bool full = SyntheticLayerIsFull(s.n_layer, s.full_every, il);
+    kv.push_back(Value::I32(full ? s.n_head_kv_full : s.n_head_kv_swa));
+    pattern.push_back(Value::Bool(!full));
+  }
+  w.Set(a + "attention.head_count_kv", Value::Arr(ValueType::INT32, kv));
+  w.Set(a + "attention.sliding_window_pattern", Value::Arr(ValueType::BOOL, pattern));
+  w.Set(a + "attention.key_length", Value::U32(s.head_dim_full));
+  w.Set(a + "attention.value_length", Value::U32(s.head_dim_full));
+  w.Set(a + "attention.key_length_swa", Value::U32(s.head_dim_swa));
+  w.Set(a + "attention.value_length_swa", Value::U32(s.head_dim_swa));
+  w.Set(a + "attention.layer_norm_rms_epsilon", Value::F32(1e-6f));
+  w.Set(a + "attention.sliding_window", Value::U32(s.n_swa));
+  w.Set(a + "attention.shared_kv_layers", Value::U32(s.n_shared_kv));
+  w.Set(a + "rope.freq_base", Value::F32(1e6f));
+  w.Set(a + "rope.freq_base_swa", Value::F32(1e4f));
+  w.Set(a + "rope.dimension_count", Value::U32(s.head_dim_full));
+  w.Set(a + "rope.dimension_count_swa", Value::U32(s.head_dim_swa));
+}
 
 Status WriteSyntheticModel(const SyntheticSpec& s, const std::string& path) {
   gguf::Writer w;

@@ -6,6 +6,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "gguf/gguf.h"
 
 namespace lockstep::model {
 
@@ -13,7 +14,7 @@ struct SyntheticSpec {
   int n_vocab = 256;
   int n_embd = 64;
   int n_layer = 6;
-  int full_every = 3;        // layer il is full when (il + 1) % full_every == 0; last is full
+  int full_every = 3;  // layer il is full when (il + 1) % full_every == 0; last is full
   int n_head = 4;
   int n_head_kv_swa = 2;
   int n_head_kv_full = 1;
@@ -34,5 +35,16 @@ struct SyntheticSpec {
 };
 
 Status WriteSyntheticModel(const SyntheticSpec& spec, const std::string& path);
+
+// Attention and RoPE keys shared by synthetic targets and drafters, written under `prefix`
+// ("gemma4." or "gemma4-assistant."). Layer il is full when (il + 1) % full_every == 0 or it is
+// the last layer.
+struct SyntheticAttention {
+  int n_layer, full_every, n_head, n_head_kv_swa, n_head_kv_full, head_dim_swa, head_dim_full;
+  int n_swa, n_shared_kv;
+};
+bool SyntheticLayerIsFull(int n_layer, int full_every, int il);
+void WriteSyntheticAttentionKeys(const SyntheticAttention& a, const std::string& prefix,
+                                 gguf::Writer& w);
 
 }  // namespace lockstep::model

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
+#include "model/synthetic.h"
 #include "quant/quant.h"
 #include "sample/sampler.h"
 
@@ -21,7 +22,7 @@ using gguf::Value;
 using gguf::ValueType;
 
 bool IsFull(const SyntheticAssistantSpec& s, int il) {
-  return il == s.n_layer - 1 || (il + 1) % s.full_every == 0;
+  return SyntheticLayerIsFull(s.n_layer, s.full_every, il);
 }
 
 // Seeded tensors: each tensor's values come from (seed, tensor counter, row, column) alone.
@@ -85,25 +86,10 @@ void WriteMetadata(const SyntheticAssistantSpec& s, gguf::Writer& w) {
   w.Set(a + "block_count", Value::U32(s.n_layer));
   w.Set(a + "nextn_predict_layers", Value::U32(s.n_layer));
   w.Set(a + "feed_forward_length", Value::U32(s.n_ff));
-  w.Set(a + "attention.head_count", Value::U32(s.n_head));
-  std::vector<Value> kv, pattern;
-  for (int il = 0; il < s.n_layer; ++il) {
-    kv.push_back(Value::I32(IsFull(s, il) ? s.n_head_kv_full : s.n_head_kv_swa));
-    pattern.push_back(Value::Bool(!IsFull(s, il)));
-  }
-  w.Set(a + "attention.head_count_kv", Value::Arr(ValueType::INT32, kv));
-  w.Set(a + "attention.sliding_window_pattern", Value::Arr(ValueType::BOOL, pattern));
-  w.Set(a + "attention.key_length", Value::U32(s.head_dim_full));
-  w.Set(a + "attention.value_length", Value::U32(s.head_dim_full));
-  w.Set(a + "attention.key_length_swa", Value::U32(s.head_dim_swa));
-  w.Set(a + "attention.value_length_swa", Value::U32(s.head_dim_swa));
-  w.Set(a + "attention.layer_norm_rms_epsilon", Value::F32(1e-6f));
-  w.Set(a + "attention.sliding_window", Value::U32(s.n_swa));
-  w.Set(a + "attention.shared_kv_layers", Value::U32(s.n_layer));
-  w.Set(a + "rope.freq_base", Value::F32(1e6f));
-  w.Set(a + "rope.freq_base_swa", Value::F32(1e4f));
-  w.Set(a + "rope.dimension_count", Value::U32(s.head_dim_full));
-  w.Set(a + "rope.dimension_count_swa", Value::U32(s.head_dim_swa));
+  // A drafter owns no KV: every layer is shared with the target.
+  WriteSyntheticAttentionKeys({s.n_layer, s.full_every, s.n_head, s.n_head_kv_swa, s.n_head_kv_full,
+                               s.head_dim_swa, s.head_dim_full, s.n_swa, s.n_layer},
+                              a, w);
   if (s.ordered) {
     w.Set(a + "use_ordered_embeddings", Value::Bool(true));
     w.Set(a + "num_centroids", Value::U32(s.n_centroids));
