@@ -1,9 +1,28 @@
-// ThreadPool implementation: workers wait for a generation counter and run one chunk each.
+// ThreadPool implementation: workers spin, then sleep, on a generation counter and run one
+// chunk each; the caller runs chunk 0 and waits for the rest the same way.
 #include "core/threadpool.h"
 
 #include <algorithm>
 
 namespace lockstep {
+namespace {
+
+// Spin a few microseconds with pause, then yield the core (another runnable thread may need
+// it: never burn a shared core), then sleep.
+constexpr int kSpinIterations = 2000;
+constexpr int kPauseIterations = 200;
+
+inline void CpuRelax(int i) {
+  if (i < kPauseIterations) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { Worker(i); });
@@ -12,7 +31,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   cv_start_.notify_all();
   for (auto& t : workers_) t.join();
@@ -35,35 +54,42 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     job_n_ = n;
     job_chunk_ = chunk;
     job_parts_ = parts;
-    pending_ = parts - 1;
-    ++generation_;
+    pending_.store(parts - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
   fn(0, std::min(n, chunk));  // the caller runs part 0
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [this] { return pending_ == 0; });
-  job_ = nullptr;
+  for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i)
+    CpuRelax(i);
+  if (pending_.load(std::memory_order_acquire) != 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
 }
 
 void ThreadPool::Worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t)>* job;
-    int64_t begin, end;
-    {
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen &&
+                    !stop_.load(std::memory_order_acquire);
+         ++i)
+      CpuRelax(i);
+    if (generation_.load(std::memory_order_acquire) == seen) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_start_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      if (index >= job_parts_) continue;
-      job = job_;
-      begin = index * job_chunk_;
-      end = std::min(job_n_, begin + job_chunk_);
+      cv_start_.wait(lock, [&] {
+        return stop_.load(std::memory_order_acquire) ||
+               generation_.load(std::memory_order_acquire) != seen;
+      });
     }
-    if (begin < end) (*job)(begin, end);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_.load(std::memory_order_acquire);
+    if (index >= job_parts_) continue;
+    const int64_t begin = index * job_chunk_;
+    const int64_t end = std::min(job_n_, begin + job_chunk_);
+    if (begin < end) (*job_)(begin, end);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
+      cv_done_.notify_one();
     }
   }
 }

@@ -1,6 +1,7 @@
 // A fixed-size worker pool with a blocking ParallelFor; owned by a backend, never global.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,10 @@ namespace lockstep {
 // Work is split into contiguous index ranges. Callers must make each index's result
 // independent of which thread runs it (lockstep's kernels compute an output element wholly
 // inside one index), so the thread count never changes a bit of the output.
+//
+// Workers spin briefly on an atomic generation counter before sleeping on a condition variable:
+// decode issues dozens of small parallel ops per token, and a sleep/wake round trip per op
+// would cost more than the op.
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);
@@ -30,12 +35,13 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
+  // Job fields are written before generation_ is released and read after it is acquired.
   const std::function<void(int64_t, int64_t)>* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
   int job_parts_ = 0;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace lockstep

@@ -50,7 +50,18 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
     pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
       const float* xs[4];
       float out[4];
-      for (int64_t j = b * kBlock; j < std::min(n_out, e * kBlock); ++j) {
+      const int64_t j_end = std::min(n_out, e * kBlock);
+      if (n_rows == 1) {  // decode: four weight rows per pass keep four chains in flight
+        const void* ws[4];
+        for (int64_t j0 = b * kBlock; j0 < j_end; j0 += 4) {
+          const int nc = static_cast<int>(std::min<int64_t>(4, j_end - j0));
+          for (int c = 0; c < nc; ++c) ws[c] = w.row(j0 + c);
+          DotCols4(w.type, ws, nc, x.row(0), w.ne[0], out);
+          for (int c = 0; c < nc; ++c) y->row(0)[j0 + c] = out[c];
+        }
+        return;
+      }
+      for (int64_t j = b * kBlock; j < j_end; ++j) {
         for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
           const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
           for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
