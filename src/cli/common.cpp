@@ -132,7 +132,7 @@ nlohmann::json TimingsJson(const spec::GenerateResult& r) {
 
 nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
                             std::span<const int32_t> prompt, const spec::GenerateResult& r,
-                            const std::string& text) {
+                            const std::string& text, bool with_identity) {
   nlohmann::json j = {{"tokens", r.tokens},
                       {"text", text},
                       {"n_prompt", prompt.size()},
@@ -148,7 +148,7 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
     j["draft"] = {{"drafted", r.draft.drafted}, {"accepted", r.draft.accepted},
                   {"rate", r.draft.rate()}, {"per_position", per}, {"rounds", r.draft.rounds}};
   }
-  j["identity"] = IdentityJson(rec, settings, r.tokens);
+  if (with_identity) j["identity"] = IdentityJson(rec, settings, r.tokens);
   return j;
 }
 

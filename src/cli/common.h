@@ -37,9 +37,10 @@ std::string FileSha256(const std::string& path);
 std::string IdsSha256(std::span<const int32_t> ids);
 
 nlohmann::json TimingsJson(const spec::GenerateResult& r);
+// With `with_identity`, adds the identity block (hashes the model files: ~0.3 s per 30 MB).
 nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
                             std::span<const int32_t> prompt, const spec::GenerateResult& r,
-                            const std::string& text);
+                            const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
 
 }  // namespace lockstep::cli

@@ -97,7 +97,7 @@ int Run(const Args& a) {
                              {"top_k", a.top_k}, {"ctx", a.ctx}, {"chat", a.chat},
                              {"draft_max", a.draft_max}, {"draft_p_min", a.draft_p_min},
                              {"ignore_eos", a.ignore_eos}};
-  nlohmann::json j = GenerateJson(rec, settings, *prompt, *res, text);
+  nlohmann::json j = GenerateJson(rec, settings, *prompt, *res, text, a.json);
   if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->tokens;
   if (a.json) {
     std::printf("%s\n", j.dump().c_str());
