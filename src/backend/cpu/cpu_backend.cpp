@@ -139,18 +139,24 @@ void CpuBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
 void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
                          float extra_scale, Tensor* y) {
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
+  // Norm weights are F32 in every release: read them in place (no per-call copy in decode).
   std::vector<float> wf;
+  const float* wp = nullptr;
   if (w) {
     CHECKF(w->ne[0] == group, "norm weight {} has {} elements, group is {}", w->name, w->ne[0],
            group);
-    wf.resize(static_cast<size_t>(group));
-    WeightRowF32(*w, 0, wf.data());
+    if (w->type == DType::F32) {
+      wp = static_cast<const float*>(w->data);
+    } else {
+      wf.resize(static_cast<size_t>(group));
+      WeightRowF32(*w, 0, wf.data());
+      wp = wf.data();
+    }
   }
   const int64_t groups = x.cols() / group;
   ForRows(pool_, x.rows(), [&](int64_t r) {
     for (int64_t g = 0; g < groups; ++g)
-      RmsNormRow(x.row(r) + g * group, w ? wf.data() : nullptr, eps, group, extra_scale,
-                 y->row(r) + g * group);
+      RmsNormRow(x.row(r) + g * group, wp, eps, group, extra_scale, y->row(r) + g * group);
   });
 }
 
