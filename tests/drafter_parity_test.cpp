@@ -21,6 +21,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "model/assistant.h"
 #include "model/model.h"
+#include "testing/reference.h"
 
 namespace lockstep {
 namespace {
@@ -31,15 +32,20 @@ using model::Model;
 
 constexpr double kRelBound = 1e-4;
 
-std::vector<float> ReadF32(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::vector<float> v;
-  if (!f) return v;
-  f.seekg(0, std::ios::end);
-  v.resize(static_cast<size_t>(f.tellg()) / sizeof(float));
-  f.seekg(0);
-  f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * 4));
-  return v;
+using testing::ReadF32;
+
+// Prefills `prefix` into a fresh cache and returns the target's post-norm hidden state of the
+// last row (the drafter's first input).
+std::vector<float> PrefillHidden(const Model& target, const std::vector<int32_t>& prefix,
+                                 backend::KvStore* kv) {
+  model::Batch b;
+  const int n = static_cast<int>(prefix.size());
+  for (int p = 0; p < n; ++p) b.Add(prefix[p], p, 0, p == n - 1);
+  model::ForwardResult out;
+  model::ForwardOptions fo;
+  fo.want_hidden = true;
+  EXPECT_TRUE(target.Forward(b, *kv, &out, fo).ok());
+  return std::vector<float>(out.hidden_row(0), out.hidden_row(0) + out.n_embd);
 }
 
 // Max |a - b| over entries, relative to max(1, max |b|); both finite and same size.
@@ -96,13 +102,7 @@ void CheckPair(const std::string& name, int threads) {
               static_cast<size_t>(n));
 
     auto kv = (*target)->NewKv(1, n + 8);
-    model::Batch b;
-    for (int p = 0; p < n; ++p) b.Add(prefix[p], p, 0, p == n - 1);
-    model::ForwardResult out;
-    model::ForwardOptions fo;
-    fo.want_hidden = true;
-    ASSERT_TRUE((*target)->Forward(b, *kv, &out, fo).ok());
-    std::vector<float> h(out.hidden_row(0), out.hidden_row(0) + out.n_embd);
+    std::vector<float> h = PrefillHidden(**target, prefix, kv.get());
     const double dh = RelDiff(h, ref("target.h"));
     EXPECT_LT(dh, kRelBound) << name << " target.h";
     int32_t tok = s["id_last"].get<int32_t>();
@@ -177,13 +177,7 @@ TEST(DrafterParity, ShiftedPositionIsDetected) {
   const auto prefix = s["prefix_tokens"].get<std::vector<int32_t>>();
   const int n = static_cast<int>(prefix.size());
   auto kv = (*target)->NewKv(1, n + 8);
-  model::Batch b;
-  for (int p = 0; p < n; ++p) b.Add(prefix[p], p, 0, p == n - 1);
-  model::ForwardResult out;
-  model::ForwardOptions fo;
-  fo.want_hidden = true;
-  ASSERT_TRUE((*target)->Forward(b, *kv, &out, fo).ok());
-  std::vector<float> h(out.hidden_row(0), out.hidden_row(0) + out.n_embd);
+  std::vector<float> h = PrefillHidden(**target, prefix, kv.get());
   const int32_t tok = s["id_last"].get<int32_t>(), seq = 0, pos = n - 1;  // off by one
   model::DraftResult dr;
   ASSERT_TRUE((*pair)->Step({{&tok, 1}, h, {&pos, 1}, {&seq, 1}}, *kv, &dr).ok());
