@@ -1,7 +1,8 @@
 // Decode tokens/s and achieved bandwidth (weight + KV bytes read per token / time) next to the
 // machine's measured read bandwidth, for F16 / Q8_0 / Q4_K_M of the default model and of a
 // larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt processing.
-// Usage: decode_bench [--decode N] [--pp N] [--skip-large] [--model PATH]
+// Usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] [--threads N]
+//                     [--type T] [--model PATH]
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -174,7 +175,9 @@ std::string LargeModel(const fs::path& dir) {
 int main(int argc, char** argv) {
   using namespace lockstep;
   int n_decode = 32, n_pp = 512;
-  bool large = true;
+  bool large = true, only_large = false;
+  int only_threads = 0;
+  std::string only_type;
   std::string def = "models/lockstep-code-target.gguf";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -184,18 +187,25 @@ int main(int argc, char** argv) {
       n_pp = std::max(0, std::atoi(argv[++i]));
     else if (a == "--skip-large")
       large = false;
+    else if (a == "--only-large")
+      only_large = true;
+    else if (a == "--threads" && i + 1 < argc)
+      only_threads = std::atoi(argv[++i]);
+    else if (a == "--type" && i + 1 < argc)
+      only_type = argv[++i];
     else if (a == "--model" && i + 1 < argc)
       def = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: decode_bench [--decode N] [--pp N] [--skip-large] [--model P]\n");
+                   "usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] "
+                   "[--threads 1|2] [--type F16|Q8_0|Q4_K_M] [--model P]\n");
       return 2;
     }
   }
   const fs::path dir = fs::temp_directory_path() / "lockstep-bench";
   fs::create_directories(dir);
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> models;
-  models.emplace_back("default", Variants(def, dir, "default"));
+  if (!only_large) models.emplace_back("default", Variants(def, dir, "default"));
   if (large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
 
   const double bw[3] = {0, MeasureReadBandwidth(1) / 1e9, MeasureReadBandwidth(2) / 1e9};
@@ -207,8 +217,10 @@ int main(int argc, char** argv) {
               "tok/s", "GB/s", "bw_frac", "vs_F16", "pp tok/s");
   for (const auto& [label, variants] : models) {
     for (int threads : {1, 2}) {
+      if (only_threads != 0 && threads != only_threads) continue;
       double f16_tok_s = 0;
       for (const auto& [type, path] : variants) {
+        if (!only_type.empty() && type != only_type) continue;
         const Row r = Measure(label, type, path, threads, n_decode, n_pp);
         if (type == "F16") f16_tok_s = r.tok_s;
         std::printf("%-8s %-7s %3d %9.2f %9.2f %8.2f %9.2f %9.2f %9.1f\n", r.model.c_str(),

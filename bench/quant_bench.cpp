@@ -64,7 +64,7 @@ void DotBench(benchmark::State& state, DType t, int batch, double membw) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["membw_GBps"] = membw / 1e9;
   state.counters["membw_frac"] = benchmark::Counter(bytes / membw, benchmark::Counter::kIsRate);
-  state.counters["avx2"] = DotRowUsesAvx2(t) ? 1 : 0;
+  state.counters["isa"] = static_cast<double>(KernelIsa(CpuIsa(), t));
 }
 
 }  // namespace

@@ -46,31 +46,6 @@ TEST(MatmulRows, EqualsDotRowBitForBit) {
   }
 }
 
-TEST(MatmulRows, ColumnsKernelEqualsDotRowBitForBit) {
-  for (DType t : {DType::F32, DType::F16}) {
-    if (!backend::HasDotRows4(t)) GTEST_SKIP() << "no AVX2 on this CPU";
-    for (int64_t n : {8, 13, 64, 320, 1003}) {
-      std::vector<std::vector<uint8_t>> ws;
-      for (int c = 0; c < 4; ++c) {
-        const auto wf = Random(30 + c, n);
-        ws.emplace_back(RowBytes(t, n));
-        quant::QuantizeRow(t, wf.data(), ws.back().data(), n);
-      }
-      const auto x = Random(7, n);
-      quant::PreparedRow p;
-      quant::PrepareRow(t, x.data(), n, &p);
-      for (int cols = 1; cols <= 4; ++cols) {
-        const void* ptrs[4] = {ws[0].data(), ws[1].data(), ws[2].data(), ws[3].data()};
-        float out[4];
-        backend::DotCols4(t, ptrs, cols, x.data(), n, out);
-        for (int c = 0; c < cols; ++c)
-          EXPECT_TRUE(SameBits(out[c], quant::DotRow(ws[c].data(), p)))
-              << Name(t) << " n=" << n << " cols=" << cols << " c=" << c;
-      }
-    }
-  }
-}
-
 TEST(MatmulRows, NegativeControlOtherOrderDiffers) {
   if (!backend::HasDotRows4(DType::F32)) GTEST_SKIP() << "no AVX2 on this CPU";
   int differing = 0;

@@ -1,5 +1,5 @@
-// ThreadPool implementation: workers spin, then sleep, on a generation counter and run one
-// chunk each; the caller runs chunk 0 and waits for the rest the same way.
+// ThreadPool implementation: workers spin, then sleep, on a generation counter, then claim
+// chunks from a shared counter alongside the caller, which waits for them the same way.
 #include "core/threadpool.h"
 
 #include <algorithm>
@@ -11,6 +11,9 @@ namespace {
 // it: never burn a shared core), then sleep.
 constexpr int kSpinIterations = 2000;
 constexpr int kPauseIterations = 200;
+// Chunks per thread: threads claim chunks from a shared counter, so a thread that is slowed
+// (a busy core, a preempted vCPU) takes fewer chunks instead of holding everyone up.
+constexpr int64_t kChunksPerThread = 4;
 
 inline void CpuRelax(int i) {
   if (i < kPauseIterations) {
@@ -41,29 +44,39 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  const int64_t max_parts = std::max<int64_t>(1, n / grain);
-  const int parts = static_cast<int>(std::min<int64_t>(n_threads_, max_parts));
-  if (parts == 1) {
+  const int64_t chunks =
+      std::min<int64_t>(std::max<int64_t>(1, n / grain), int64_t{n_threads_} * kChunksPerThread);
+  if (chunks == 1 || n_threads_ == 1) {
     fn(0, n);
     return;
   }
-  const int64_t chunk = (n + parts - 1) / parts;
+  const int64_t chunk = (n + chunks - 1) / chunks;
+  const int helpers = static_cast<int>(std::min<int64_t>(n_threads_ - 1, chunks - 1));
   {
     std::lock_guard<std::mutex> lock(mu_);
     job_ = &fn;
     job_n_ = n;
     job_chunk_ = chunk;
-    job_parts_ = parts;
-    pending_.store(parts - 1, std::memory_order_relaxed);
+    job_parts_ = helpers + 1;
+    next_.store(0, std::memory_order_relaxed);
+    pending_.store(helpers, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
-  fn(0, std::min(n, chunk));  // the caller runs part 0
+  RunChunks();  // the caller works too
   for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i)
     CpuRelax(i);
   if (pending_.load(std::memory_order_acquire) != 0) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_done_.wait(lock, [this] { return pending_.load(std::memory_order_acquire) == 0; });
+  }
+}
+
+void ThreadPool::RunChunks() {
+  for (;;) {
+    const int64_t begin = next_.fetch_add(1, std::memory_order_relaxed) * job_chunk_;
+    if (begin >= job_n_) return;
+    (*job_)(begin, std::min(job_n_, begin + job_chunk_));
   }
 }
 
@@ -84,9 +97,7 @@ void ThreadPool::Worker(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
     if (index >= job_parts_) continue;
-    const int64_t begin = index * job_chunk_;
-    const int64_t end = std::min(job_n_, begin + job_chunk_);
-    if (begin < end) (*job_)(begin, end);
+    RunChunks();
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
       cv_done_.notify_one();

@@ -26,11 +26,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Calls fn(begin, end) over [0, n) split into at most size() chunks of at least `grain`.
+  // Calls fn(begin, end) over [0, n) split into equal chunks of at least `grain` (a few per
+  // thread), which the caller and the workers claim in any order.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void Worker(int index);
+  void RunChunks();
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
@@ -40,6 +42,7 @@ class ThreadPool {
   int64_t job_n_ = 0, job_chunk_ = 0;
   int job_parts_ = 0;
   std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> next_{0};  // next chunk to claim
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
 };

@@ -1,4 +1,4 @@
-// PrepareRow / DotRow: activation preparation and the choice of dot kernel (AVX2 or portable).
+// PrepareRow / DotRow / DotCols: activation preparation and the run-time choice of dot kernels.
 #include <cmath>
 #include <vector>
 
@@ -49,13 +49,6 @@ void PrepareQ8x256(const float* x, int64_t n, std::vector<uint8_t>* out) {
   }
 }
 
-detail::RowDotFn ChooseDot(DType t) {
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
-    if (auto f = detail::Avx2Dot(t)) return f;
-  return detail::PortableDot(t);
-}
-
 // Generic path: expand the weight row, then the canonical f32 dot.
 float GenericDot(const void* w_row, const PreparedRow& x) {
   thread_local std::vector<float> w;
@@ -85,27 +78,115 @@ void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
   }
 }
 
+bool CpuHasIsa(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable:
+      return true;
+    case Isa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    case Isa::kAvx512:
+      return CpuHasIsa(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+  }
+  return false;
+}
+
+Isa CpuIsa() {
+  static const Isa best = CpuHasIsa(Isa::kAvx512) ? Isa::kAvx512
+                          : CpuHasIsa(Isa::kAvx2) ? Isa::kAvx2
+                                                  : Isa::kPortable;
+  return best;
+}
+
+std::string_view IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable:
+      return "portable";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+namespace {
+
+detail::Kernel LevelKernel(Isa isa, DType t) {
+  switch (isa) {
+    case Isa::kPortable:
+      return {detail::PortableDot(t), nullptr};
+    case Isa::kAvx2:
+      return detail::Avx2Kernel(t);
+    case Isa::kAvx512:
+      return detail::Avx512Kernel(t);
+  }
+  return {};
+}
+
+// Kernels per (level, type), resolved once: a level without a kernel of its own for a type
+// uses the level below. Immutable after its thread-safe initialization.
+struct KernelTable {
+  static constexpr uint32_t kTypes = 64;
+  detail::Kernel kernel[kNumIsas][kTypes];
+  Isa used[kNumIsas][kTypes];
+  KernelTable() {
+    for (int l = 0; l < kNumIsas; ++l)
+      for (uint32_t id = 0; id < kTypes; ++id) {
+        used[l][id] = Isa::kPortable;
+        const auto info = LookupDType(id);
+        if (!info) continue;
+        for (int k = l; k >= 0; --k)
+          if (auto kern = LevelKernel(static_cast<Isa>(k), info->type)) {
+            kernel[l][id] = kern;
+            used[l][id] = static_cast<Isa>(k);
+            break;
+          }
+      }
+  }
+  const detail::Kernel& For(Isa isa, DType t) const {
+    const auto id = static_cast<uint32_t>(t);
+    CHECKF(id < kTypes, "dot: type id {} out of range", id);
+    return kernel[static_cast<int>(isa)][id];
+  }
+};
+
+const KernelTable& Kernels() {
+  static const KernelTable table;
+  return table;
+}
+
+void RunCols(const detail::Kernel& k, const void* const* w_rows, int n_cols, const PreparedRow& x,
+             float* out) {
+  CHECKF(n_cols >= 1 && n_cols <= kMaxDotCols, "DotCols: {} columns", n_cols);
+  const auto* const* w = reinterpret_cast<const uint8_t* const*>(w_rows);
+  if (k.cols != nullptr) return k.cols(w, n_cols, x, out);
+  for (int c = 0; c < n_cols; ++c) out[c] = k.row ? k.row(w[c], x) : GenericDot(w[c], x);
+}
+
+}  // namespace
+
+Isa KernelIsa(Isa isa, DType t) {
+  return Kernels().used[static_cast<int>(isa)][static_cast<uint32_t>(t) % KernelTable::kTypes];
+}
+
 float DotRow(const void* w_row, const PreparedRow& x) {
-  // Chosen once per type; the table is immutable after its thread-safe initialization.
-  static const auto table = [] {
-    std::vector<detail::RowDotFn> fns(64, nullptr);
-    for (uint32_t id = 0; id < fns.size(); ++id)
-      if (auto info = LookupDType(id)) fns[id] = ChooseDot(info->type);
-    return fns;
-  }();
-  const auto id = static_cast<uint32_t>(x.wtype);
-  if (id < table.size() && table[id] != nullptr)
-    return table[id](static_cast<const uint8_t*>(w_row), x);
-  return GenericDot(w_row, x);
+  const detail::Kernel& k = Kernels().For(CpuIsa(), x.wtype);
+  if (k.row != nullptr) return k.row(static_cast<const uint8_t*>(w_row), x);
+  float out;
+  RunCols(k, &w_row, 1, x, &out);
+  return out;
 }
 
-float DotRowPortable(const void* w_row, const PreparedRow& x) {
-  if (auto f = detail::PortableDot(x.wtype)) return f(static_cast<const uint8_t*>(w_row), x);
-  return GenericDot(w_row, x);
+void DotCols(const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {
+  RunCols(Kernels().For(CpuIsa(), x.wtype), w_rows, n_cols, x, out);
 }
 
-bool DotRowUsesAvx2(DType t) {
-  return ChooseDot(t) != detail::PortableDot(t);
+void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {
+  CHECKF(CpuHasIsa(isa), "dot: this CPU lacks {}", IsaName(isa));
+  RunCols(Kernels().For(isa, x.wtype), w_rows, n_cols, x, out);
 }
 
 }  // namespace lockstep::quant

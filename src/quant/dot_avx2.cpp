@@ -50,33 +50,55 @@ inline __m256i LoadNibbles(const uint8_t* p) {  // 16 bytes -> low nibbles then 
 }
 
 template <int kBytes>
-float FloatDot(const uint8_t* w, const PreparedRow& x) {
-  const float* a = x.f32.data();
-  __m256 acc = _mm256_setzero_ps();
+inline __m256 LoadW(const uint8_t* w, int64_t i) {
+  if constexpr (kBytes == 4)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
+  else
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+}
+
+// F32/F16 weights against float activations, kCols weight rows at once: each row's lanes add
+// in DotF32's order (separate multiply and add), the rows only share the activation loads.
+template <int kBytes, int kCols>
+void FloatCols(const uint8_t* const* w, const float* a, int64_t n, float* out) {
+  __m256 acc[kCols];
+  for (int c = 0; c < kCols; ++c) acc[c] = _mm256_setzero_ps();
   int64_t i = 0;
-  for (; i + 8 <= x.n; i += 8) {
-    __m256 wv;
-    if constexpr (kBytes == 4) {
-      wv = _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
-    } else {
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i));
-      wv = _mm256_cvtph_ps(h);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(a + i);
+    for (int c = 0; c < kCols; ++c)
+      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(LoadW<kBytes>(w[c], i), xv));
+  }
+  for (int c = 0; c < kCols; ++c) {
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc[c]);
+    for (int64_t j = i, k = 0; j < n; ++j, ++k) {
+      float wj;
+      if constexpr (kBytes == 4)
+        std::memcpy(&wj, w[c] + 4 * j, 4);
+      else
+        wj = Half(w[c] + 2 * j);
+      lanes[k] += wj * a[j];
     }
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(wv, _mm256_loadu_ps(a + i)));
+    const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
+    const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
+    out[c] = s0 + s1;
   }
-  float lanes[8];
-  _mm256_storeu_ps(lanes, acc);
-  for (int k = 0; i < x.n; ++i, ++k) {
-    float wi;
-    if constexpr (kBytes == 4)
-      std::memcpy(&wi, w + 4 * i, 4);
-    else
-      wi = Half(w + 2 * i);
-    lanes[k] += wi * a[i];
+}
+
+template <int kBytes>
+void FloatDotCols(const uint8_t* const* w, int n_cols, const PreparedRow& x, float* out) {
+  const float* a = x.f32.data();
+  switch (n_cols) {
+    case 1:
+      return FloatCols<kBytes, 1>(w, a, x.n, out);
+    case 2:
+      return FloatCols<kBytes, 2>(w, a, x.n, out);
+    case 3:
+      return FloatCols<kBytes, 3>(w, a, x.n, out);
+    default:
+      return FloatCols<kBytes, 4>(w, a, x.n, out);
   }
-  const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
-  const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
-  return s0 + s1;
 }
 
 float Bf16Dot(const uint8_t* w, const PreparedRow& x) {
@@ -255,32 +277,32 @@ float DotIq4Xs(const uint8_t* w, const PreparedRow& x) {
 
 }  // namespace
 
-RowDotFn Avx2Dot(DType t) {
+Kernel Avx2Kernel(DType t) {
   switch (t) {
     case DType::F32:
-      return FloatDot<4>;
+      return {nullptr, FloatDotCols<4>};
     case DType::F16:
-      return FloatDot<2>;
+      return {nullptr, FloatDotCols<2>};
     case DType::BF16:
-      return Bf16Dot;
+      return {Bf16Dot, nullptr};
     case DType::Q8_0:
-      return DotQ8_0;
+      return {DotQ8_0, nullptr};
     case DType::Q4_0:
-      return NibbleDot<Nib::kQ4_0>;
+      return {NibbleDot<Nib::kQ4_0>, nullptr};
     case DType::IQ4_NL:
-      return NibbleDot<Nib::kIq4Nl>;
+      return {NibbleDot<Nib::kIq4Nl>, nullptr};
     case DType::MXFP4:
-      return NibbleDot<Nib::kMxfp4>;
+      return {NibbleDot<Nib::kMxfp4>, nullptr};
     case DType::Q4_K:
-      return DotQ45_K<false>;
+      return {DotQ45_K<false>, nullptr};
     case DType::Q5_K:
-      return DotQ45_K<true>;
+      return {DotQ45_K<true>, nullptr};
     case DType::Q6_K:
-      return DotQ6_K;
+      return {DotQ6_K, nullptr};
     case DType::IQ4_XS:
-      return DotIq4Xs;
+      return {DotIq4Xs, nullptr};
     default:
-      return nullptr;  // Q2_K, Q3_K: portable integer kernels
+      return {};  // Q2_K, Q3_K: portable integer kernels
   }
 }
 

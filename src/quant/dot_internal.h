@@ -27,8 +27,18 @@ ActFormat ActivationFormat(DType t);
 bool HasFastDot(DType t);
 
 using RowDotFn = float (*)(const uint8_t* w, const PreparedRow& x);
+// out[c] = dot(w[c], x) for c < n_cols (1..kMaxDotCols).
+using ColsDotFn = void (*)(const uint8_t* const* w, int n_cols, const PreparedRow& x, float* out);
+
+// A level's kernels for one type: a single-row kernel, a multi-row one, or both.
+struct Kernel {
+  RowDotFn row = nullptr;
+  ColsDotFn cols = nullptr;
+  explicit operator bool() const { return row != nullptr || cols != nullptr; }
+};
 RowDotFn PortableDot(DType t);  // nullptr: no fast kernel
-RowDotFn Avx2Dot(DType t);      // nullptr: no AVX2 kernel (defined in dot_avx2.cpp)
+Kernel Avx2Kernel(DType t);     // empty: no AVX2 kernel (dot_avx2.cpp)
+Kernel Avx512Kernel(DType t);   // empty: no AVX-512 kernel (dot_avx512.cpp)
 
 // Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
 // AVX-encoded out-of-line copy can be picked by the linker for portable callers.

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -36,10 +37,24 @@ void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out);
 // rows' bytes: the same on any batch, thread count or call site.
 float DotRow(const void* w_row, const PreparedRow& x);
 
-// DotRow restricted to the portable kernels (tests compare it with DotRow bit for bit).
-float DotRowPortable(const void* w_row, const PreparedRow& x);
-// True when DotRow uses an AVX2 kernel for weights of type `t` on this CPU.
-bool DotRowUsesAvx2(DType t);
+// Most weight rows one DotCols call takes.
+inline constexpr int kMaxDotCols = 4;
+// out[c] = DotRow(w_rows[c], x) for c < n_cols (1..kMaxDotCols), bit for bit: the rows only
+// share activation loads and keep several independent chains in flight.
+void DotCols(const void* const* w_rows, int n_cols, const PreparedRow& x, float* out);
+
+// Instruction-set levels of the dot kernels, lowest first. Every level reproduces the portable
+// kernels bit for bit; DotRow/DotCols use the best level the CPU has (chosen at run time).
+enum class Isa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kNumIsas = 3;
+std::string_view IsaName(Isa isa);
+bool CpuHasIsa(Isa isa);
+Isa CpuIsa();  // the best level this CPU runs
+// The level whose kernel runs for `t` when `isa` is asked for (levels without a kernel of their
+// own for a type fall back to the level below).
+Isa KernelIsa(Isa isa, DType t);
+// DotCols with the kernels of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
+void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out);
 
 // f32 x f32 dot in lockstep's canonical order (8 interleaved partial sums, then a fixed tree).
 float DotF32(const float* a, const float* b, int64_t n);

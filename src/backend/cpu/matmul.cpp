@@ -45,23 +45,12 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   // the work (the split never changes results: each element is computed whole by one thread).
   const int64_t grain =
       std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, kBlock * w.ne[0] * n_rows));
-  if (HasDotRows4(w.type)) {
-    // Float weights: up to 4 rows share each weight load; every row's sum keeps DotRow's order.
+  if (n_rows > 1 && HasDotRows4(w.type)) {
+    // Float weights in a batch: up to 4 rows share each weight load, each in DotRow's order.
     pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
       const float* xs[4];
       float out[4];
-      const int64_t j_end = std::min(n_out, e * kBlock);
-      if (n_rows == 1) {  // decode: four weight rows per pass keep four chains in flight
-        const void* ws[4];
-        for (int64_t j0 = b * kBlock; j0 < j_end; j0 += 4) {
-          const int nc = static_cast<int>(std::min<int64_t>(4, j_end - j0));
-          for (int c = 0; c < nc; ++c) ws[c] = w.row(j0 + c);
-          DotCols4(w.type, ws, nc, x.row(0), w.ne[0], out);
-          for (int c = 0; c < nc; ++c) y->row(0)[j0 + c] = out[c];
-        }
-        return;
-      }
-      for (int64_t j = b * kBlock; j < j_end; ++j) {
+      for (int64_t j = b * kBlock; j < std::min(n_out, e * kBlock); ++j) {
         for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
           const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
           for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
@@ -72,13 +61,19 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
     });
     return;
   }
+  // Everything else: a few weight rows at a time against each prepared activation row (the
+  // weight rows stay in cache across the batch; several dot chains run at once).
   const auto prepared = PrepareRows(pool_, w, x);
   pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
-    for (int64_t blk = b; blk < e; ++blk) {
-      const int64_t j_end = std::min(n_out, (blk + 1) * kBlock);
-      for (int64_t j = blk * kBlock; j < j_end; ++j) {
-        const uint8_t* wr = w.row(j);
-        for (int64_t r = 0; r < n_rows; ++r) y->row(r)[j] = quant::DotRow(wr, prepared[r]);
+    const void* ws[quant::kMaxDotCols];
+    float out[quant::kMaxDotCols];
+    const int64_t j_end = std::min(n_out, e * kBlock);
+    for (int64_t j0 = b * kBlock; j0 < j_end; j0 += quant::kMaxDotCols) {
+      const int nc = static_cast<int>(std::min<int64_t>(quant::kMaxDotCols, j_end - j0));
+      for (int c = 0; c < nc; ++c) ws[c] = w.row(j0 + c);
+      for (int64_t r = 0; r < n_rows; ++r) {
+        quant::DotCols(ws, nc, prepared[r], out);
+        for (int c = 0; c < nc; ++c) y->row(r)[j0 + c] = out[c];
       }
     }
   });

@@ -8,9 +8,6 @@ namespace lockstep::backend {
 void DotRows4Avx2(DType t, const void* w_row, const float* const* x, int n_rows, int64_t n,
                   float* out);
 
-void DotCols4Avx2(DType t, const void* const* w_rows, int n_cols, const float* x, int64_t n,
-                  float* out);
-
 namespace {
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
@@ -26,12 +23,6 @@ void DotRows4(DType t, const void* w_row, const float* const* x, int n_rows, int
               float* out) {
   CHECK(HasDotRows4(t) && n_rows >= 1 && n_rows <= 4);
   DotRows4Avx2(t, w_row, x, n_rows, n, out);
-}
-
-void DotCols4(DType t, const void* const* w_rows, int n_cols, const float* x, int64_t n,
-              float* out) {
-  CHECK(HasDotRows4(t) && n_cols >= 1 && n_cols <= 4);
-  DotCols4Avx2(t, w_rows, n_cols, x, n, out);
 }
 
 }  // namespace lockstep::backend

@@ -14,9 +14,5 @@ namespace lockstep::backend {
 bool HasDotRows4(DType t);
 // out[r] = dot(w_row, x[r]) for r < n_rows (n_rows <= 4); w_row holds n elements of type t.
 void DotRows4(DType t, const void* w_row, const float* const* x, int n_rows, int64_t n, float* out);
-// out[c] = dot(w_rows[c], x) for c < n_cols (n_cols <= 4): four weight rows against one
-// activation row, so a single-row decode keeps four independent chains in flight.
-void DotCols4(DType t, const void* const* w_rows, int n_cols, const float* x, int64_t n,
-              float* out);
 
 }  // namespace lockstep::backend

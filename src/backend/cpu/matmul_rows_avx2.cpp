@@ -52,41 +52,6 @@ void Rows(const uint8_t* w, const float* const* x, int64_t n, float* out) {
   }
 }
 
-template <bool kHalf, int kCols>
-void Cols(const uint8_t* const* w, const float* x, int64_t n, float* out) {
-  __m256 acc[kCols];
-  for (int c = 0; c < kCols; ++c) acc[c] = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 xv = _mm256_loadu_ps(x + i);
-    for (int c = 0; c < kCols; ++c)
-      acc[c] = _mm256_add_ps(acc[c], _mm256_mul_ps(LoadW<kHalf>(w[c], i), xv));
-  }
-  for (int c = 0; c < kCols; ++c) {
-    float lanes[8];
-    _mm256_storeu_ps(lanes, acc[c]);
-    int64_t j = i;
-    for (int k = 0; j < n; ++j, ++k) lanes[k] += ScalarW<kHalf>(w[c], j) * x[j];
-    const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
-    const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
-    out[c] = s0 + s1;
-  }
-}
-
-template <bool kHalf>
-void DispatchCols(const uint8_t* const* w, int n_cols, const float* x, int64_t n, float* out) {
-  switch (n_cols) {
-    case 1:
-      return Cols<kHalf, 1>(w, x, n, out);
-    case 2:
-      return Cols<kHalf, 2>(w, x, n, out);
-    case 3:
-      return Cols<kHalf, 3>(w, x, n, out);
-    default:
-      return Cols<kHalf, 4>(w, x, n, out);
-  }
-}
-
 template <bool kHalf>
 void Dispatch(const uint8_t* w, const float* const* x, int n_rows, int64_t n, float* out) {
   switch (n_rows) {
@@ -102,15 +67,6 @@ void Dispatch(const uint8_t* w, const float* const* x, int n_rows, int64_t n, fl
 }
 
 }  // namespace
-
-void DotCols4Avx2(DType t, const void* const* w_rows, int n_cols, const float* x, int64_t n,
-                  float* out) {
-  const auto* const* w = reinterpret_cast<const uint8_t* const*>(w_rows);
-  if (t == DType::F16)
-    DispatchCols<true>(w, n_cols, x, n, out);
-  else
-    DispatchCols<false>(w, n_cols, x, n, out);
-}
 
 void DotRows4Avx2(DType t, const void* w_row, const float* const* x, int n_rows, int64_t n,
                   float* out) {

@@ -1,0 +1,146 @@
+// Matrix-vector throughput of the CPU backend's MatMul (one activation row, the decode case) per
+// weight type, as GB/s of weight bytes next to the machine's read bandwidth measured in the same
+// run; a weight matrix far larger than the caches, so every call streams it from memory.
+// Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/dtype.h"
+#include "quant/quant.h"
+
+namespace lockstep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Best of 3 sums over 512 MiB split across `threads` threads, in bytes/s.
+double ReadBandwidth(int threads) {
+  std::vector<uint64_t> buf((512u << 20) / 8);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    std::vector<uint64_t> sums(static_cast<size_t>(threads));
+    const size_t chunk = buf.size() / static_cast<size_t>(threads);
+    const auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        uint64_t s[8] = {};
+        for (size_t i = chunk * t; i < chunk * (t + 1); i += 8)
+          for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
+        uint64_t total = 0;
+        for (uint64_t v : s) total += v;
+        sums[static_cast<size_t>(t)] = total;
+      });
+    for (auto& th : pool) th.join();
+    const double sec = Seconds(t0);
+    volatile uint64_t sink = sums[0];
+    (void)sink;
+    best = std::max(best, static_cast<double>(buf.size() * 8) / sec);
+  }
+  return best;
+}
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  backend::Weight w;
+};
+
+// A [k, n] weight of type t holding random values, quantized row by row.
+Matrix RandomMatrix(DType t, int64_t k, int64_t n) {
+  Matrix m;
+  const size_t row_bytes = RowBytes(t, k);
+  m.bytes.resize(row_bytes * static_cast<size_t>(n));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  std::vector<float> row(static_cast<size_t>(k));
+  for (int64_t r = 0; r < n; ++r) {
+    for (auto& v : row) v = nd(rng);
+    quant::QuantizeRow(t, row.data(), m.bytes.data() + r * row_bytes, k);
+  }
+  m.w.name = "bench";
+  m.w.type = t;
+  m.w.ne = {k, n};
+  m.w.data = m.bytes.data();
+  m.w.row_bytes = row_bytes;
+  return m;
+}
+
+std::vector<DType> ParseTypes(const std::string& list) {
+  std::vector<DType> out;
+  std::stringstream ss(list);
+  std::string name;
+  while (std::getline(ss, name, ',')) {
+    const auto t = DTypeFromName(name);
+    if (!t) {
+      std::fprintf(stderr, "matvec_bench: unknown type '%s'\n", name.c_str());
+      std::exit(2);
+    }
+    out.push_back(*t);
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  int threads = 2, reps = 20;
+  int64_t mib = 256;
+  std::string types = "F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc)
+      threads = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--types" && i + 1 < argc)
+      types = argv[++i];
+    else if (a == "--mib" && i + 1 < argc)
+      mib = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (a == "--reps" && i + 1 < argc)
+      reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr,
+                   "usage: matvec_bench [--threads N] [--types T1,T2,...] [--mib M] [--reps R]\n"
+                   "  streams an M-MiB weight matrix (default 256) through one-row MatMul\n");
+      return 2;
+    }
+  }
+  const double bw = ReadBandwidth(threads) / 1e9;
+  std::printf("read bandwidth (%d threads): %.2f GB/s; kernels: %s\n", threads, bw,
+              std::string(quant::IsaName(quant::CpuIsa())).c_str());
+  std::printf("%-7s %8s %8s %10s %8s %8s\n", "type", "k", "n", "us/call", "GB/s", "bw_frac");
+  backend::CpuBackend be(threads);
+  constexpr int64_t kK = 4096;
+  for (DType t : ParseTypes(types)) {
+    const int64_t n = std::max<int64_t>(
+        16, static_cast<int64_t>((mib << 20) / static_cast<int64_t>(RowBytes(t, kK))));
+    const Matrix m = RandomMatrix(t, kK, n);
+    auto x = be.NewTensor(1, kK);
+    auto y = be.NewTensor(1, n);
+    for (int64_t i = 0; i < kK; ++i) x.row(0)[i] = std::sin(0.1f * static_cast<float>(i));
+    be.MatMul(m.w, x, &y);  // warm-up
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = Clock::now();
+      be.MatMul(m.w, x, &y);
+      best = std::min(best, Seconds(t0));
+    }
+    const double gbs = static_cast<double>(m.bytes.size()) / best / 1e9;
+    std::printf("%-7s %8lld %8lld %10.1f %8.2f %8.2f\n", std::string(Name(t)).c_str(),
+                static_cast<long long>(kK), static_cast<long long>(n), best * 1e6, gbs, gbs / bw);
+    std::fflush(stdout);
+  }
+  return 0;
+}

@@ -1,0 +1,393 @@
+// AVX-512 (F, BW, VL, DQ, VNNI) dot kernels, several weight rows per call. As everywhere, only
+// the exact integer block sums are vectorized differently; the per-block float composition is
+// the shared one, done four blocks at a time lane by lane (the same IEEE operations per block)
+// and accumulated into Acc8's lanes in block order, so results equal the portable kernels.
+// GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
+// -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "quant/dot_internal.h"
+#include "quant/iq_tables.h"
+
+namespace lockstep::quant::detail {
+namespace {
+
+inline float Half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+inline uint16_t Bits16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+inline float ActScale(const uint8_t* blk) {
+  float d;
+  std::memcpy(&d, blk, 4);
+  return d;
+}
+inline __m256i LoadY(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+inline __m512i LoadZ(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+
+// Four f16 scales at a byte stride, as floats (exact conversion).
+inline __m128 Halves4(const uint8_t* p, int stride) {
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(Bits16(p)),
+                                     static_cast<int16_t>(Bits16(p + stride)),
+                                     static_cast<int16_t>(Bits16(p + 2 * stride)),
+                                     static_cast<int16_t>(Bits16(p + 3 * stride)), 0, 0, 0, 0));
+}
+inline __m128 ActScales4(const uint8_t* xb, int stride) {
+  return _mm_setr_ps(ActScale(xb), ActScale(xb + stride), ActScale(xb + 2 * stride),
+                     ActScale(xb + 3 * stride));
+}
+
+// Sums of the 8 int32 lanes of four vectors, in vector order.
+inline __m128i Hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+// Acc8 for kCols rows held as two 4-lane halves: blocks b..b+3 (b % 4 == 0) go to half b/4 % 2,
+// lane by lane, which is Acc8::Add in block order.
+template <int kCols>
+struct Acc8x {
+  __m128 h[kCols][2];
+  Acc8x() {
+    for (auto& c : h) c[0] = c[1] = _mm_setzero_ps();
+  }
+  void Add4(int c, int64_t b, __m128 v) { h[c][(b >> 2) & 1] = _mm_add_ps(h[c][(b >> 2) & 1], v); }
+  Acc8 Scalar(int c) const {
+    Acc8 a;
+    _mm_storeu_ps(a.a, h[c][0]);
+    _mm_storeu_ps(a.a + 4, h[c][1]);
+    return a;
+  }
+};
+
+// (dw * dx) * float(isum), lane by lane: Combine for four blocks.
+inline __m128 Combine4(__m128 dw, __m128 dx, __m128i isum) {
+  return _mm_mul_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum));
+}
+
+// int8 weights x int8 activations: dpbusd on |w| and x with w's sign.
+inline __m256i DotS8(__m256i w, __m256i x) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+
+template <int kCols>
+void Q8_0Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
+  const int64_t nb = x.n / 32;
+  Acc8x<kCols> acc;
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
+    __m256i xv[4];
+    for (int k = 0; k < 4; ++k) xv[k] = LoadY(xb + k * kQ8x32Bytes + 4);
+    const __m128 dx = ActScales4(xb, kQ8x32Bytes);
+    for (int c = 0; c < kCols; ++c) {
+      const uint8_t* wb = w[c] + b * 34;
+      const __m128i isum = Hsum4(DotS8(LoadY(wb + 2), xv[0]), DotS8(LoadY(wb + 36), xv[1]),
+                                 DotS8(LoadY(wb + 70), xv[2]), DotS8(LoadY(wb + 104), xv[3]));
+      acc.Add4(c, b, Combine4(Halves4(wb, 34), dx, isum));
+    }
+  }
+  for (int c = 0; c < kCols; ++c) {
+    Acc8 a = acc.Scalar(c);
+    for (int64_t t = b; t < nb; ++t) {
+      const uint8_t* wb = w[c] + t * 34;
+      const uint8_t* xb = x.q.data() + t * kQ8x32Bytes;
+      const __m256i s = DotS8(LoadY(wb + 2), LoadY(xb + 4));
+      a.Add(t, Combine(Half(wb), ActScale(xb), _mm_cvtsi128_si32(Hsum4(s, s, s, s))));
+    }
+    out[c] = a.Sum();
+  }
+}
+
+// 16 bytes of nibbles -> 32 signed levels (low nibbles first) through a 16-entry table.
+inline __m256i NibbleLevels(const uint8_t* p, __m256i table) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i m = _mm_set1_epi8(0xF);
+  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+  return _mm256_shuffle_epi8(table, n);
+}
+
+enum class Nib { kQ4_0, kIq4Nl, kMxfp4 };
+template <Nib kKind>
+__m256i NibbleTable() {
+  __m128i t;
+  if constexpr (kKind == Nib::kQ4_0)
+    t = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+  else if constexpr (kKind == Nib::kIq4Nl)
+    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kIq4nlValues));
+  else
+    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kMxfp4Values));
+  return _mm256_set_m128i(t, t);
+}
+inline float E8M0Half(uint8_t e8) {
+  const uint32_t e = e8;
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+template <Nib kKind>
+float NibbleScale(const uint8_t* wb) {
+  if constexpr (kKind == Nib::kMxfp4)
+    return E8M0Half(wb[0]);
+  else
+    return Half(wb);
+}
+
+template <Nib kKind, int kCols>
+void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
+  constexpr int kBytes = kKind == Nib::kMxfp4 ? 17 : 18;
+  constexpr int kQs = kKind == Nib::kMxfp4 ? 1 : 2;
+  const __m256i table = NibbleTable<kKind>();
+  const int64_t nb = x.n / 32;
+  Acc8x<kCols> acc;
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
+    __m256i xv[4];
+    for (int k = 0; k < 4; ++k) xv[k] = LoadY(xb + k * kQ8x32Bytes + 4);
+    const __m128 dx = ActScales4(xb, kQ8x32Bytes);
+    for (int c = 0; c < kCols; ++c) {
+      const uint8_t* wb = w[c] + b * kBytes;
+      __m256i s[4];
+      for (int k = 0; k < 4; ++k) s[k] = DotS8(NibbleLevels(wb + k * kBytes + kQs, table), xv[k]);
+      __m128 dw;
+      if constexpr (kKind == Nib::kMxfp4)
+        dw = _mm_setr_ps(E8M0Half(wb[0]), E8M0Half(wb[17]), E8M0Half(wb[34]), E8M0Half(wb[51]));
+      else
+        dw = Halves4(wb, kBytes);
+      acc.Add4(c, b, Combine4(dw, dx, Hsum4(s[0], s[1], s[2], s[3])));
+    }
+  }
+  for (int c = 0; c < kCols; ++c) {
+    Acc8 a = acc.Scalar(c);
+    for (int64_t t = b; t < nb; ++t) {
+      const uint8_t* wb = w[c] + t * kBytes;
+      const uint8_t* xb = x.q.data() + t * kQ8x32Bytes;
+      const __m256i s = DotS8(NibbleLevels(wb + kQs, table), LoadY(xb + 4));
+      a.Add(t, Combine(NibbleScale<kKind>(wb), ActScale(xb), _mm_cvtsi128_si32(Hsum4(s, s, s, s))));
+    }
+    out[c] = a.Sum();
+  }
+}
+
+// Q4_K's 12 scale bytes -> eight 6-bit scales (bytes of *sc) and eight 6-bit mins (*mn).
+inline void UnpackK4Scales(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, q, 4);
+  std::memcpy(&a1, q + 4, 4);
+  std::memcpy(&a2, q + 8, 4);
+  constexpr uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+  const uint32_t sc_hi = (a2 & k4) | (((a0 >> 6) & k2) << 4);
+  const uint32_t mn_hi = ((a2 >> 4) & k4) | (((a1 >> 6) & k2) << 4);
+  *sc = (a0 & k6) | (uint64_t{sc_hi} << 32);
+  *mn = (a1 & k6) | (uint64_t{mn_hi} << 32);
+}
+
+// int16 lane index vector: lanes 0..15 -> a, 16..31 -> b.
+inline __m512i SplitIndex(int a, int b) {
+  return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)),
+                            _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
+}
+
+// Acc8 for up to four rows with row c in lane c: block b's contributions go to partial b % 8
+// and are reduced by Acc8's tree, each lane doing exactly the scalar operations.
+struct Acc8Cols {
+  __m128 a[8];
+  Acc8Cols() {
+    for (auto& v : a) v = _mm_setzero_ps();
+  }
+  void Add(int64_t b, __m128 v) { a[b & 7] = _mm_add_ps(a[b & 7], v); }
+  void Store(int n_cols, float* out) const {
+    const __m128 s0 = _mm_add_ps(_mm_add_ps(a[0], a[4]), _mm_add_ps(a[1], a[5]));
+    const __m128 s1 = _mm_add_ps(_mm_add_ps(a[2], a[6]), _mm_add_ps(a[3], a[7]));
+    alignas(16) float r[4];
+    _mm_store_ps(r, _mm_add_ps(s0, s1));
+    for (int c = 0; c < n_cols; ++c) out[c] = r[c];
+  }
+};
+
+// The f16 at byte `off` of each row's block, row c in lane c (0 for absent rows).
+template <int kCols>
+inline __m128 ColHalves(const uint8_t* const* w, int64_t off) {
+  auto h = [&](int c) { return c < kCols ? static_cast<int16_t>(Bits16(w[c] + off)) : 0; };
+  return _mm_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), 0, 0, 0, 0));
+}
+inline __m256i Fold(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
+// Q4_K: a 64-byte load of qs holds sub-blocks 2p (low nibbles, bytes 0-31), 2p+2 (low, 32-63),
+// 2p+1 and 2p+3 (high nibbles); activation halves are regrouped to match with lane shuffles.
+template <int kCols>
+void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i idx[4] = {SplitIndex(0, 2), SplitIndex(1, 3), SplitIndex(4, 6), SplitIndex(5, 7)};
+  Acc8Cols acc;
+  for (int64_t b = 0; b < x.n / 256; ++b) {
+    const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
+    const __m512i x0 = LoadZ(xb + 4), x1 = LoadZ(xb + 68), x2 = LoadZ(xb + 132),
+                  x3 = LoadZ(xb + 196);
+    const __m512i xs[4] = {_mm512_shuffle_i64x2(x0, x1, 0x44), _mm512_shuffle_i64x2(x0, x1, 0xEE),
+                           _mm512_shuffle_i64x2(x2, x3, 0x44), _mm512_shuffle_i64x2(x2, x3, 0xEE)};
+    const __m256i bsum = LoadY(xb + 260);
+    __m256i isum[4], imin[4];
+    for (int c = 0; c < 4; ++c) isum[c] = imin[c] = _mm256_setzero_si256();
+    for (int c = 0; c < kCols; ++c) {
+      const uint8_t* wb = w[c] + b * 144;
+      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144 + 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144 + 128), _MM_HINT_T0);
+      uint64_t sc, mn;
+      UnpackK4Scales(wb + 4, &sc, &mn);
+      const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc)));
+      __m512i a[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i q = LoadZ(wb + 16 + 64 * h);
+        const __m512i lo = _mm512_and_si512(q, m4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        a[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(lo, xs[2 * h]),
+                                   _mm512_permutexvar_epi16(idx[2 * h], s16));
+        a[h] = _mm512_dpwssd_epi32(a[h], _mm512_maddubs_epi16(hi, xs[2 * h + 1]),
+                                   _mm512_permutexvar_epi16(idx[2 * h + 1], s16));
+      }
+      isum[c] = Fold(_mm512_add_epi32(a[0], a[1]));
+      const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn));
+      imin[c] = _mm256_madd_epi16(
+          bsum, _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)));
+    }
+    const __m128 dx = _mm_set1_ps(ActScale(xb));
+    const __m128 d = ColHalves<kCols>(w, b * 144), dmin = ColHalves<kCols>(w, b * 144 + 2);
+    // CombineMin lane by lane: (d * dx) * isum - (dmin * dx) * imin.
+    acc.Add(b, _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dx),
+                                     _mm_cvtepi32_ps(Hsum4(isum[0], isum[1], isum[2], isum[3]))),
+                          _mm_mul_ps(_mm_mul_ps(dmin, dx),
+                                     _mm_cvtepi32_ps(Hsum4(imin[0], imin[1], imin[2], imin[3])))));
+  }
+  acc.Store(kCols, out);
+}
+
+// Q6_K: per 128-element half, 64 bytes of low nibbles give elements 0-63 (low) and 64-127
+// (high); the 2-bit high parts come from 32 qh bytes shifted per 32-element quarter.
+template <int kCols>
+void Q6KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i shl = SplitIndex(4, 2), shr = SplitIndex(0, 2);
+  __m512i idx[4];
+  for (int k = 0; k < 4; ++k) {
+    alignas(64) int16_t v[32];
+    for (int i = 0; i < 32; ++i) v[i] = static_cast<int16_t>(4 * k + i / 8);
+    idx[k] = _mm512_load_si512(v);
+  }
+  Acc8Cols acc;
+  for (int64_t b = 0; b < x.n / 256; ++b) {
+    const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
+    __m512i xv[4];
+    for (int k = 0; k < 4; ++k) xv[k] = LoadZ(xb + 4 + 64 * k);
+    const __m256i bsum = LoadY(xb + 260);
+    __m256i isum[4], corr[4];
+    for (int c = 0; c < 4; ++c) isum[c] = corr[c] = _mm256_setzero_si256();
+    for (int c = 0; c < kCols; ++c) {
+      const uint8_t* wb = w[c] + b * 210;
+      for (int k = 0; k < 4; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + 3 * 210 + 64 * k), _MM_HINT_T0);
+      const __m256i sc =
+          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 192)));
+      const __m512i s16 = _mm512_broadcast_i64x4(sc);
+      __m512i a[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i l = LoadZ(wb + 64 * h);
+        const __m512i hz = _mm512_broadcast_i64x4(LoadY(wb + 128 + 32 * h));
+        const __m512i qa = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                           _mm512_and_si512(_mm512_sllv_epi16(hz, shl), m30));
+        const __m512i qb = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi16(hz, shr), m30));
+        a[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(qa, xv[2 * h]),
+                                   _mm512_permutexvar_epi16(idx[2 * h], s16));
+        a[h] = _mm512_dpwssd_epi32(a[h], _mm512_maddubs_epi16(qb, xv[2 * h + 1]),
+                                   _mm512_permutexvar_epi16(idx[2 * h + 1], s16));
+      }
+      isum[c] = Fold(_mm512_add_epi32(a[0], a[1]));
+      corr[c] = _mm256_madd_epi16(bsum, sc);
+    }
+    // Levels are q - 32: subtract 32 * sum(scale * bsum), exactly, then Combine lane by lane.
+    const __m128i total =
+        _mm_sub_epi32(Hsum4(isum[0], isum[1], isum[2], isum[3]),
+                      _mm_slli_epi32(Hsum4(corr[0], corr[1], corr[2], corr[3]), 5));
+    const __m128 dx = _mm_set1_ps(ActScale(xb));
+    acc.Add(b,
+            _mm_mul_ps(_mm_mul_ps(ColHalves<kCols>(w, b * 210 + 208), dx), _mm_cvtepi32_ps(total)));
+  }
+  acc.Store(kCols, out);
+}
+
+// Instantiates a kCols-templated kernel as a ColsDotFn.
+template <template <int> class K>
+void Dispatch(const uint8_t* const* w, int n_cols, const PreparedRow& x, float* out) {
+  switch (n_cols) {
+    case 1:
+      return K<1>::Run(w, x, out);
+    case 2:
+      return K<2>::Run(w, x, out);
+    case 3:
+      return K<3>::Run(w, x, out);
+    default:
+      return K<4>::Run(w, x, out);
+  }
+}
+template <int C>
+struct Q8_0K {
+  static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) { Q8_0Cols<C>(w, x, o); }
+};
+template <int C>
+struct Q4KK {
+  static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) { Q4KCols<C>(w, x, o); }
+};
+template <int C>
+struct Q6KK {
+  static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) { Q6KCols<C>(w, x, o); }
+};
+template <Nib kKind>
+struct NibK {
+  template <int C>
+  struct K {
+    static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) {
+      NibbleCols<kKind, C>(w, x, o);
+    }
+  };
+};
+
+}  // namespace
+
+Kernel Avx512Kernel(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+      return {nullptr, Dispatch<Q8_0K>};
+    case DType::Q4_0:
+      return {nullptr, Dispatch<NibK<Nib::kQ4_0>::K>};
+    case DType::IQ4_NL:
+      return {nullptr, Dispatch<NibK<Nib::kIq4Nl>::K>};
+    case DType::MXFP4:
+      return {nullptr, Dispatch<NibK<Nib::kMxfp4>::K>};
+    case DType::Q4_K:
+      return {nullptr, Dispatch<Q4KK>};
+    case DType::Q6_K:
+      return {nullptr, Dispatch<Q6KK>};
+    default:
+      return {};  // float types, Q5_K, IQ4_XS, Q2_K, Q3_K: the AVX2 kernels
+  }
+}
+
+}  // namespace lockstep::quant::detail
