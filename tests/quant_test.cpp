@@ -183,6 +183,8 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
     case DType::Q3_K:
       half_fields = {108};
       break;
+    case DType::Q4_1:
+    case DType::Q5_1:
     case DType::Q4_K:
     case DType::Q5_K:
       half_fields = {0, 2};
@@ -208,9 +210,10 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
   return w;
 }
 
-const DType kFastTypes[] = {DType::F32,    DType::F16,   DType::BF16,  DType::Q8_0, DType::Q4_0,
-                            DType::IQ4_NL, DType::MXFP4, DType::Q2_K,  DType::Q3_K, DType::Q4_K,
-                            DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS};
+const DType kFastTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
+                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4,
+                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,   DType::Q6_K,
+                            DType::IQ4_XS};
 
 uint32_t Bits(float f) {
   uint32_t u;

@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "quant/dot_extra.h"
 #include "quant/dot_internal.h"
 #include "quant/iq_tables.h"
 
@@ -302,7 +303,7 @@ Kernel Avx2Kernel(DType t) {
     case DType::IQ4_XS:
       return {DotIq4Xs, nullptr};
     default:
-      return {};  // Q2_K, Q3_K: portable integer kernels
+      return {Avx2DotExtra(t), nullptr};  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K (or none)
   }
 }
 

@@ -1,6 +1,7 @@
 // Portable dot kernels: integer block sums against Q8 activations, float kernels for F32/F16/
 // BF16. These define the results; dot_avx2.cpp must reproduce them bit for bit.
 #include "core/half.h"
+#include "quant/dot_extra.h"
 #include "quant/dot_internal.h"
 #include "quant/iq_tables.h"
 #include "quant/quant_internal.h"
@@ -216,7 +217,7 @@ ActFormat ActivationFormat(DType t) {
     case DType::IQ4_XS:
       return ActFormat::kQ8x256;
     default:
-      return ActFormat::kF32;
+      return ActivationFormatExtra(t);
   }
 }
 
@@ -253,7 +254,7 @@ RowDotFn PortableDot(DType t) {
     case DType::IQ4_XS:
       return DotIq4Xs;
     default:
-      return nullptr;
+      return PortableDotExtra(t);
   }
 }
 
