@@ -1,7 +1,9 @@
 // Matrix-vector throughput of the CPU backend's MatMul (one activation row, the decode case) per
 // weight type, as GB/s of weight bytes next to the machine's read bandwidth measured in the same
 // run; a weight matrix far larger than the caches, so every call streams it from memory.
-// Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R]
+// With --n, the weight is [k, n] and enough copies of it to fill M MiB are used in turn, so
+// small matrices (a model's attention projections) are also read from memory, not cache.
+// Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R] [--k K] [--n N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -58,11 +60,11 @@ struct Matrix {
 };
 
 // A [k, n] weight of type t holding random values, quantized row by row.
-Matrix RandomMatrix(DType t, int64_t k, int64_t n) {
+Matrix RandomMatrix(DType t, int64_t k, int64_t n, uint32_t seed) {
   Matrix m;
   const size_t row_bytes = RowBytes(t, k);
   m.bytes.resize(row_bytes * static_cast<size_t>(n));
-  std::mt19937 rng(7);
+  std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.0f, 0.02f);
   std::vector<float> row(static_cast<size_t>(k));
   for (int64_t r = 0; r < n; ++r) {
@@ -98,7 +100,7 @@ std::vector<DType> ParseTypes(const std::string& list) {
 int main(int argc, char** argv) {
   using namespace lockstep;
   int threads = 2, reps = 20;
-  int64_t mib = 256;
+  int64_t mib = 256, k = 4096, n_fixed = 0;
   std::string types = "F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -108,12 +110,19 @@ int main(int argc, char** argv) {
       types = argv[++i];
     else if (a == "--mib" && i + 1 < argc)
       mib = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (a == "--k" && i + 1 < argc)
+      k = std::max<int64_t>(256, std::atoll(argv[++i]));
+    else if (a == "--n" && i + 1 < argc)
+      n_fixed = std::max<int64_t>(1, std::atoll(argv[++i]));
     else if (a == "--reps" && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr,
-                   "usage: matvec_bench [--threads N] [--types T1,T2,...] [--mib M] [--reps R]\n"
-                   "  streams an M-MiB weight matrix (default 256) through one-row MatMul\n");
+      std::fprintf(
+          stderr,
+          "usage: matvec_bench [--threads N] [--types T1,T2,...] [--mib M] [--reps R] [--k K] "
+          "[--n N]\n"
+          "  streams M MiB of [K, N] weights (default 256 MiB, K 4096, one matrix) "
+          "through one-row MatMul\n");
       return 2;
     }
   }
@@ -122,24 +131,25 @@ int main(int argc, char** argv) {
               std::string(quant::IsaName(quant::CpuIsa())).c_str());
   std::printf("%-7s %8s %8s %10s %8s %8s\n", "type", "k", "n", "us/call", "GB/s", "bw_frac");
   backend::CpuBackend be(threads);
-  constexpr int64_t kK = 4096;
   for (DType t : ParseTypes(types)) {
-    const int64_t n = std::max<int64_t>(
-        16, static_cast<int64_t>((mib << 20) / static_cast<int64_t>(RowBytes(t, kK))));
-    const Matrix m = RandomMatrix(t, kK, n);
-    auto x = be.NewTensor(1, kK);
+    const int64_t total_rows = (mib << 20) / static_cast<int64_t>(RowBytes(t, k));
+    const int64_t n = n_fixed > 0 ? n_fixed : std::max<int64_t>(16, total_rows);
+    const int64_t copies = std::max<int64_t>(1, total_rows / n);
+    std::vector<Matrix> ms;
+    for (int64_t c = 0; c < copies; ++c) ms.push_back(RandomMatrix(t, k, n, 7 + c));
+    auto x = be.NewTensor(1, k);
     auto y = be.NewTensor(1, n);
-    for (int64_t i = 0; i < kK; ++i) x.row(0)[i] = std::sin(0.1f * static_cast<float>(i));
-    be.MatMul(m.w, x, &y);  // warm-up
+    for (int64_t i = 0; i < k; ++i) x.row(0)[i] = std::sin(0.1f * static_cast<float>(i));
+    for (const auto& m : ms) be.MatMul(m.w, x, &y);  // warm-up
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = Clock::now();
-      be.MatMul(m.w, x, &y);
-      best = std::min(best, Seconds(t0));
+      for (const auto& m : ms) be.MatMul(m.w, x, &y);
+      best = std::min(best, Seconds(t0) / static_cast<double>(copies));
     }
-    const double gbs = static_cast<double>(m.bytes.size()) / best / 1e9;
+    const double gbs = static_cast<double>(ms[0].bytes.size()) / best / 1e9;
     std::printf("%-7s %8lld %8lld %10.1f %8.2f %8.2f\n", std::string(Name(t)).c_str(),
-                static_cast<long long>(kK), static_cast<long long>(n), best * 1e6, gbs, gbs / bw);
+                static_cast<long long>(k), static_cast<long long>(n), best * 1e6, gbs, gbs / bw);
     std::fflush(stdout);
   }
   return 0;

@@ -13,7 +13,7 @@ constexpr int kSpinIterations = 2000;
 constexpr int kPauseIterations = 200;
 // Chunks per thread: threads claim chunks from a shared counter, so a thread that is slowed
 // (a busy core, a preempted vCPU) takes fewer chunks instead of holding everyone up.
-constexpr int64_t kChunksPerThread = 4;
+constexpr int64_t kChunksPerThread = 16;
 
 inline void CpuRelax(int i) {
   if (i < kPauseIterations) {

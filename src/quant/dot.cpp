@@ -1,4 +1,5 @@
 // PrepareRow / DotRow / DotCols: activation preparation and the run-time choice of dot kernels.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,14 +11,23 @@
 namespace lockstep::quant {
 namespace {
 
+// lround for |v| < 2^31: truncate, then step away from zero when the dropped fraction is at
+// least one half (v - trunc(v) is exact). Inline and branch-free, so the per-row activation
+// quantization vectorizes instead of calling libm per element.
+inline int RoundHalfAway(float v) {
+  const int t = static_cast<int>(v);
+  const float f = v - static_cast<float>(t);
+  return t + (f >= 0.5f) - (f <= -0.5f);
+}
+
 // Q8 levels of a block: scale amax/127, round half away from zero. Computed once per row in
 // portable code, so every kernel sees the same activation bytes.
 void QuantizeQ8Block(const float* x, int n, float* d_out, int8_t* q) {
   float amax = 0;
-  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
-  for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::lround(x[i] * id));
+  for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(RoundHalfAway(x[i] * id));
   *d_out = d;
 }
 

@@ -77,6 +77,15 @@ inline __m128 Combine4(__m128 dw, __m128 dx, __m128i isum) {
   return _mm_mul_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum));
 }
 
+// How far ahead of a block to prefetch: the same block kCols rows on, which is where the next
+// call reads when the caller walks a matrix kCols contiguous rows at a time (short rows are
+// then prefetched across calls); within the row for long rows. A prefetch never faults, so a
+// guess past the matrix (or for rows that are not contiguous) only costs a wasted line.
+inline int64_t PrefetchAhead(int k_cols, int64_t row_bytes) {
+  const int64_t next_group = k_cols * row_bytes;
+  return next_group <= 4096 ? next_group : 1024;
+}
+
 // int8 weights x int8 activations: dpbusd on |w| and x with w's sign.
 inline __m256i DotS8(__m256i w, __m256i x) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
@@ -85,6 +94,7 @@ inline __m256i DotS8(__m256i w, __m256i x) {
 template <int kCols>
 void Q8_0Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   const int64_t nb = x.n / 32;
+  const int64_t ahead = PrefetchAhead(kCols, nb * 34);
   Acc8x<kCols> acc;
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
@@ -94,6 +104,8 @@ void Q8_0Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     const __m128 dx = ActScales4(xb, kQ8x32Bytes);
     for (int c = 0; c < kCols; ++c) {
       const uint8_t* wb = w[c] + b * 34;
+      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64), _MM_HINT_T0);
       const __m128i isum = Hsum4(DotS8(LoadY(wb + 2), xv[0]), DotS8(LoadY(wb + 36), xv[1]),
                                  DotS8(LoadY(wb + 70), xv[2]), DotS8(LoadY(wb + 104), xv[3]));
       acc.Add4(c, b, Combine4(Halves4(wb, 34), dx, isum));
@@ -152,6 +164,7 @@ void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   constexpr int kQs = kKind == Nib::kMxfp4 ? 1 : 2;
   const __m256i table = NibbleTable<kKind>();
   const int64_t nb = x.n / 32;
+  const int64_t ahead = PrefetchAhead(kCols, nb * kBytes);
   Acc8x<kCols> acc;
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
@@ -161,6 +174,8 @@ void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     const __m128 dx = ActScales4(xb, kQ8x32Bytes);
     for (int c = 0; c < kCols; ++c) {
       const uint8_t* wb = w[c] + b * kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64), _MM_HINT_T0);
       __m256i s[4];
       for (int k = 0; k < 4; ++k) s[k] = DotS8(NibbleLevels(wb + k * kBytes + kQs, table), xv[k]);
       __m128 dw;
@@ -236,6 +251,7 @@ void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   const __m512i idx[4] = {SplitIndex(0, 2), SplitIndex(1, 3), SplitIndex(4, 6), SplitIndex(5, 7)};
   Acc8Cols acc;
+  const int64_t ahead = PrefetchAhead(kCols, x.n / 256 * 144);
   for (int64_t b = 0; b < x.n / 256; ++b) {
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     const __m512i x0 = LoadZ(xb + 4), x1 = LoadZ(xb + 68), x2 = LoadZ(xb + 132),
@@ -247,9 +263,8 @@ void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     for (int c = 0; c < 4; ++c) isum[c] = imin[c] = _mm256_setzero_si256();
     for (int c = 0; c < kCols; ++c) {
       const uint8_t* wb = w[c] + b * 144;
-      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144 + 64), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wb + 4 * 144 + 128), _MM_HINT_T0);
+      for (int k = 0; k < 3; ++k)
+        _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64 * k), _MM_HINT_T0);
       uint64_t sc, mn;
       UnpackK4Scales(wb + 4, &sc, &mn);
       const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc)));
@@ -292,6 +307,7 @@ void Q6KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     idx[k] = _mm512_load_si512(v);
   }
   Acc8Cols acc;
+  const int64_t ahead = PrefetchAhead(kCols, x.n / 256 * 210);
   for (int64_t b = 0; b < x.n / 256; ++b) {
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     __m512i xv[4];
@@ -302,7 +318,7 @@ void Q6KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     for (int c = 0; c < kCols; ++c) {
       const uint8_t* wb = w[c] + b * 210;
       for (int k = 0; k < 4; ++k)
-        _mm_prefetch(reinterpret_cast<const char*>(wb + 3 * 210 + 64 * k), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64 * k), _MM_HINT_T0);
       const __m256i sc =
           _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 192)));
       const __m512i s16 = _mm512_broadcast_i64x4(sc);
