@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/cpu/activations.h"
 #include "core/check.h"
 #include "quant/quant.h"
 
@@ -40,11 +41,6 @@ Weight CpuBackend::PrepareWeight(Weight host_view) {
 
 void WeightRowF32(const Weight& w, int64_t row, float* out) {
   quant::DequantizeRow(w.type, w.row(row), out, w.ne[0]);
-}
-
-float GeluTanh(float x) {
-  const float kSqrt2OverPi = 0.7978845608028654f;
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }
 
 void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float extra_scale, float* y) {
@@ -127,7 +123,7 @@ void CpuBackend::Gelu(const Tensor& x, Tensor* y) {
 void CpuBackend::Softcap(const Tensor& x, float c, Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols());
   ForSpans(pool_, x.rows(), x.cols(), [&](int64_t r, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y->row(r)[i] = c * std::tanh(x.row(r)[i] / c);
+    for (int64_t i = b; i < e; ++i) y->row(r)[i] = c * Tanh(x.row(r)[i] / c);
   });
 }
 

@@ -53,7 +53,6 @@ class CpuBackend : public Backend {
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.
-float GeluTanh(float x);
 void RmsNormRow(const float* x, const float* w, float eps, int64_t n, float extra_scale, float* y);
 // Weight rows of any dtype as f32 (norm weights and small vectors).
 void WeightRowF32(const Weight& w, int64_t row, float* out);
