@@ -68,6 +68,16 @@ class Backend {
                        Tensor* y) = 0;
   // y[r][j] = dot(x[r], w row j) for a weight {in, out}.
   virtual void MatMul(const Weight& w, const Tensor& x, Tensor* y) = 0;
+  // Several matmuls of one input as one op: y_i = x · w_i for each {w_i, y_i}. Every element
+  // equals the separate MatMul's bit for bit; a backend may run them as one parallel pass or
+  // one launch (fewer synchronisations per decode step).
+  struct MatMulOut {
+    const Weight* w;
+    Tensor* y;
+  };
+  virtual void MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
+    for (const MatMulOut& o : outs) MatMul(*o.w, x, o.y);
+  }
   // Matmul restricted to the listed weight rows: y[r][i] = dot(x[r], w row ids[r][i]).
   virtual void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
                           int64_t ids_per_row, Tensor* y) = 0;

@@ -2,6 +2,7 @@
 // order of llama.cpp's graph and transformers' Gemma4TextDecoderLayer; every intermediate is
 // named so dump and compare tools need no model changes.
 #include <cmath>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -21,8 +22,8 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& a) {
   Tensor u = ctx.New(ctx.c.n_embd);
   be.RmsNorm(a, &w.ffn_norm, eps, ctx.c.n_embd, 1.0f, &u);
   Tensor g = ctx.New(l.n_ff), up = ctx.New(l.n_ff), act = ctx.New(l.n_ff);
-  be.MatMul(w.ffn_gate, u, &g);
-  be.MatMul(w.ffn_up, u, &up);
+  const backend::Backend::MatMulOut gate_up[] = {{&w.ffn_gate, &g}, {&w.ffn_up, &up}};
+  be.MatMuls(u, gate_up);
   be.GeluMul(g, 0, up, 0, l.n_ff, &act);
   Tensor m = ctx.New(ctx.c.n_embd);
   be.MatMul(w.ffn_down, act, &m);
@@ -67,20 +68,23 @@ Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
   Tensor h = ctx.New(d);
   be.RmsNorm(x, &w.attn_norm, eps, d, 1.0f, &h);
   ctx.Emit(il, "attn_norm", h);
-  Tensor q = ctx.New(q_width);
-  be.MatMul(w.attn_q, h, &q);
+  // Q, K and V read the same normalised input: one matmul op (K=V layers have no V weight;
+  // KV-sharing layers project only Q).
+  const int64_t kv_width = static_cast<int64_t>(l.n_head_kv) * l.head_dim;
+  Tensor q = ctx.New(q_width), k, v;
+  std::vector<backend::Backend::MatMulOut> qkv = {{&w.attn_q, &q}};
+  if (kv.write) {
+    k = ctx.New(kv_width);
+    v = ctx.New(kv_width);
+    qkv.push_back({&w.attn_k, &k});
+    if (!l.v_from_k) qkv.push_back({&w.attn_v, &v});
+  }
+  be.MatMuls(h, qkv);
   be.RmsNorm(q, &w.attn_q_norm, eps, l.head_dim, 1.0f, &q);
   be.Rope(&q, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
   ctx.Emit(il, "q", q);
   if (kv.write) {
-    const int64_t kv_width = static_cast<int64_t>(l.n_head_kv) * l.head_dim;
-    Tensor k = ctx.New(kv_width), v = ctx.New(kv_width);
-    be.MatMul(w.attn_k, h, &k);
-    if (l.v_from_k) {
-      be.CopyCols(k, 0, kv_width, &v);  // K=V layers: V is the raw K projection
-    } else {
-      be.MatMul(w.attn_v, h, &v);
-    }
+    if (l.v_from_k) be.CopyCols(k, 0, kv_width, &v);  // K=V layers: V is the raw K projection
     be.RmsNorm(k, &w.attn_k_norm, eps, l.head_dim, 1.0f, &k);
     be.RmsNorm(v, nullptr, eps, l.head_dim, 1.0f, &v);
     be.Rope(&k, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);

@@ -21,6 +21,7 @@ class CpuBackend : public Backend {
 
   void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
   void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
+  void MatMuls(const Tensor& x, std::span<const MatMulOut> outs) override;
   void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
                   int64_t ids_per_row, Tensor* y) override;
   void RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group, float extra_scale,

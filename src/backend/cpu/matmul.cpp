@@ -32,49 +32,103 @@ void CpuBackend::GetRows(const Weight& table, std::span<const int32_t> ids, floa
   }
 }
 
-void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
-  const int64_t n_out = w.n_rows();
-  CHECKF(w.ne[0] == x.cols() && y->cols() == n_out && y->rows() == x.rows(),
-         "matmul {}: weight {{{}, {}}} x [{}, {}] -> [{}, {}]", w.name, w.ne[0], n_out, x.rows(),
-         x.cols(), y->rows(), y->cols());
-  const int64_t n_rows = x.rows();
-  // Columns in blocks of 16 so each weight row is read from memory once for all batch rows.
-  constexpr int64_t kBlock = 16;
-  const int64_t n_blocks = (n_out + kBlock - 1) / kBlock;
-  // Hand a thread at least ~64K multiply-adds: below that, waking a worker costs more than
-  // the work (the split never changes results: each element is computed whole by one thread).
-  const int64_t grain =
-      std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, kBlock * w.ne[0] * n_rows));
-  if (n_rows > 1 && HasDotRows4(w.type)) {
-    // Float weights in a batch: up to 4 rows share each weight load, each in DotRow's order.
-    pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
-      const float* xs[4];
-      float out[4];
-      for (int64_t j = b * kBlock; j < std::min(n_out, e * kBlock); ++j) {
-        for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-          const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
-          for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
-          DotRows4(w.type, w.row(j), xs, nr, w.ne[0], out);
-          for (int k = 0; k < nr; ++k) y->row(r0 + k)[j] = out[k];
-        }
+namespace {
+
+// Output columns go in blocks of 16, so each weight row is read from memory once for all
+// batch rows.
+constexpr int64_t kBlock = 16;
+
+int64_t NumBlocks(const Weight& w) {
+  return (w.n_rows() + kBlock - 1) / kBlock;
+}
+
+// Hand a thread at least ~64K multiply-adds: below that, waking a worker costs more than the
+// work (the split never changes results: each element is computed whole by one thread).
+int64_t Grain(const Tensor& x) {
+  return std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, kBlock * x.cols() * x.rows()));
+}
+
+void CheckShapes(const Weight& w, const Tensor& x, const Tensor& y) {
+  CHECKF(w.ne[0] == x.cols() && y.cols() == w.n_rows() && y.rows() == x.rows(),
+         "matmul {}: weight {{{}, {}}} x [{}, {}] -> [{}, {}]", w.name, w.ne[0], w.n_rows(),
+         x.rows(), x.cols(), y.rows(), y.cols());
+}
+
+// Float weights in a batch: up to 4 rows share each weight load (DotRows4), else prepared
+// activation rows against a few weight rows at a time (DotCols).
+bool UsesRowsKernel(const Weight& w, const Tensor& x) {
+  return x.rows() > 1 && HasDotRows4(w.type);
+}
+
+// Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused
+// by the rows kernel).
+void MatMulBlocks(const Weight& w, const Tensor& x, const std::vector<quant::PreparedRow>& prepared,
+                  Tensor* y, int64_t b, int64_t e) {
+  const int64_t n_out = w.n_rows(), n_rows = x.rows();
+  const int64_t j_end = std::min(n_out, e * kBlock);
+  if (UsesRowsKernel(w, x)) {
+    const float* xs[4];
+    float out[4];
+    for (int64_t j = b * kBlock; j < j_end; ++j)
+      for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
+        const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
+        for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
+        DotRows4(w.type, w.row(j), xs, nr, w.ne[0], out);
+        for (int k = 0; k < nr; ++k) y->row(r0 + k)[j] = out[k];
       }
-    });
     return;
   }
-  // Everything else: a few weight rows at a time against each prepared activation row (the
-  // weight rows stay in cache across the batch; several dot chains run at once).
-  const auto prepared = PrepareRows(pool_, w, x);
-  pool_.ParallelFor(n_blocks, grain, [&](int64_t b, int64_t e) {
-    const void* ws[quant::kMaxDotCols];
-    float out[quant::kMaxDotCols];
-    const int64_t j_end = std::min(n_out, e * kBlock);
-    for (int64_t j0 = b * kBlock; j0 < j_end; j0 += quant::kMaxDotCols) {
-      const int nc = static_cast<int>(std::min<int64_t>(quant::kMaxDotCols, j_end - j0));
-      for (int c = 0; c < nc; ++c) ws[c] = w.row(j0 + c);
-      for (int64_t r = 0; r < n_rows; ++r) {
-        quant::DotCols(ws, nc, prepared[r], out);
-        for (int c = 0; c < nc; ++c) y->row(r)[j0 + c] = out[c];
-      }
+  // A few weight rows at a time against each prepared row: the weight rows stay in cache
+  // across the batch and several dot chains run at once.
+  const void* ws[quant::kMaxDotCols];
+  float out[quant::kMaxDotCols];
+  for (int64_t j0 = b * kBlock; j0 < j_end; j0 += quant::kMaxDotCols) {
+    const int nc = static_cast<int>(std::min<int64_t>(quant::kMaxDotCols, j_end - j0));
+    for (int c = 0; c < nc; ++c) ws[c] = w.row(j0 + c);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      quant::DotCols(ws, nc, prepared[r], out);
+      for (int c = 0; c < nc; ++c) y->row(r)[j0 + c] = out[c];
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
+  CheckShapes(w, x, *y);
+  std::vector<quant::PreparedRow> prepared;
+  if (!UsesRowsKernel(w, x)) prepared = PrepareRows(pool_, w, x);
+  pool_.ParallelFor(NumBlocks(w), Grain(x),
+                    [&](int64_t b, int64_t e) { MatMulBlocks(w, x, prepared, y, b, e); });
+}
+
+void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
+  // One parallel pass over the column blocks of all outputs laid end to end; x is prepared
+  // once per weight type.
+  std::vector<int64_t> first(outs.size() + 1, 0);
+  std::vector<const std::vector<quant::PreparedRow>*> prep(outs.size(), nullptr);
+  std::vector<std::pair<DType, std::vector<quant::PreparedRow>>> by_type;
+  by_type.reserve(outs.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const Weight& w = *outs[i].w;
+    CheckShapes(w, x, *outs[i].y);
+    first[i + 1] = first[i] + NumBlocks(w);
+    if (UsesRowsKernel(w, x)) continue;
+    auto it = std::find_if(by_type.begin(), by_type.end(),
+                           [&](const auto& p) { return p.first == w.type; });
+    if (it == by_type.end()) {
+      by_type.emplace_back(w.type, PrepareRows(pool_, w, x));
+      it = by_type.end() - 1;
+    }
+    prep[i] = &it->second;
+  }
+  static const std::vector<quant::PreparedRow> kNone;
+  pool_.ParallelFor(first.back(), Grain(x), [&](int64_t b, int64_t e) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i + 1]);
+      if (lo < hi)
+        MatMulBlocks(*outs[i].w, x, prep[i] ? *prep[i] : kNone, outs[i].y, lo - first[i],
+                     hi - first[i]);
     }
   });
 }
