@@ -1,5 +1,5 @@
 // Decode tokens/s and achieved bandwidth (weight + KV bytes read per token / time) next to the
-// machine's measured read bandwidth, for F16 / Q8_0 / Q4_K_M of the default model and of a
+// machine's read bandwidth measured right before each run, for F16 / Q8_0 / Q4_K_M of the default model and of a
 // larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt processing.
 // Usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] [--threads N]
 //                     [--type T] [--model PATH]
@@ -28,33 +28,45 @@ double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Read bandwidth (bytes/s): best of 3 sums over 512 MiB split across `threads` threads.
-double MeasureReadBandwidth(int threads) {
-  std::vector<uint64_t> buf((512u << 20) / 8);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::vector<uint64_t> sums(static_cast<size_t>(threads));
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    const size_t chunk = buf.size() / static_cast<size_t>(threads);
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (size_t i = chunk * t; i < chunk * (t + 1); i += 4) {
-          s0 += buf[i];
-          s1 += buf[i + 1];
-          s2 += buf[i + 2];
-          s3 += buf[i + 3];
-        }
-        sums[static_cast<size_t>(t)] = s0 + s1 + s2 + s3;
-      });
-    }
-    for (auto& th : pool) th.join();
-    benchmark::DoNotOptimize(sums.data());
-    best = std::max(best, static_cast<double>(buf.size() * 8) / Seconds(t0));
+// Read bandwidth over a 512 MiB buffer (far larger than the caches), split across `threads`
+// threads summing with 8 independent accumulators. The buffer is filled once; each Measure()
+// is the best of 2 passes, taken right before the decode run it is compared with (this VM's
+// bandwidth drifts by tens of percent over a minute).
+class ReadBandwidth {
+ public:
+  ReadBandwidth() : buf_((512u << 20) / 8) {
+    for (size_t i = 0; i < buf_.size(); ++i) buf_[i] = i * 0x9E3779B97F4A7C15ull;
   }
-  return best;
+  double Measure(int threads) {  // bytes/s
+    double best = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+      std::vector<uint64_t> sums(static_cast<size_t>(threads));
+      const size_t chunk = buf_.size() / static_cast<size_t>(threads);
+      const auto t0 = Clock::now();
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t)
+        pool.emplace_back([&, t] {
+          uint64_t acc[8] = {};
+          for (size_t i = chunk * t; i < chunk * (t + 1); i += 8)
+            for (int k = 0; k < 8; ++k) acc[k] += buf_[i + k];
+          uint64_t total = 0;
+          for (uint64_t v : acc) total += v;
+          sums[static_cast<size_t>(t)] = total;
+        });
+      for (auto& th : pool) th.join();
+      benchmark::DoNotOptimize(sums.data());
+      best = std::max(best, static_cast<double>(chunk * threads * 8) / Seconds(t0));
+    }
+    return best;
+  }
+
+ private:
+  std::vector<uint64_t> buf_;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 // Weight bytes one decode step reads: every tensor except the per-layer embedding table, of
@@ -79,11 +91,15 @@ double KvBytesPerToken(const model::ModelConfig& c, int pos) {
 struct Row {
   std::string model, type;
   int threads = 0;
-  double mib = 0, tok_s = 0, gb_s = 0, pp_tok_s = 0;
+  double mib = 0, tok_s = 0, gb_s = 0, bw = 0, bw_frac = 0, pp_tok_s = 0;
 };
 
+constexpr int kReps = 3;  // decode runs per row, each right after its bandwidth measurement
+
+// Decode speed of one model file: kReps runs of n_decode tokens, each preceded by a bandwidth
+// measurement; the row reports medians, and bw_frac is the median of per-run ratios.
 Row Measure(const std::string& label, const std::string& type, const std::string& path, int threads,
-            int n_decode, int n_pp) {
+            int n_decode, int n_pp, ReadBandwidth& bandwidth) {
   backend::CpuBackend be(threads);
   auto m = model::Model::Load(path, be);
   if (!m.ok()) {
@@ -94,23 +110,32 @@ Row Measure(const std::string& label, const std::string& type, const std::string
   const int V = model.config().n_vocab;
   Row r{label, type, threads, WeightBytesPerToken(model) / (1 << 20)};
   constexpr int kPrefix = 32;
-  auto kv = model.NewKv(1, std::max(n_pp, kPrefix + n_decode) + 1);
+  auto kv = model.NewKv(1, std::max(n_pp, kPrefix + kReps * n_decode) + 1);
   model::Batch prefix;
   for (int i = 0; i < kPrefix; ++i) prefix.Add((i * 131 + 7) % V, i, 0, i == kPrefix - 1);
   model::ForwardResult out;
   if (!model.Forward(prefix, *kv, &out).ok()) std::exit(1);
-  double kv_bytes = 0;
-  const auto t0 = Clock::now();
-  for (int i = 0; i < n_decode; ++i) {
-    model::Batch b;
-    const int pos = kPrefix + i;
-    b.Add((pos * 131 + 7) % V, pos, 0, true);
-    if (!model.Forward(b, *kv, &out).ok()) std::exit(1);
-    kv_bytes += KvBytesPerToken(model.config(), pos);
+  std::vector<double> tok_s, gb_s, bw, frac;
+  int pos = kPrefix;
+  for (int rep = 0; rep < kReps; ++rep) {
+    bw.push_back(bandwidth.Measure(threads) / 1e9);
+    double kv_bytes = 0;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n_decode; ++i, ++pos) {
+      model::Batch b;
+      b.Add((pos * 131 + 7) % V, pos, 0, true);
+      if (!model.Forward(b, *kv, &out).ok()) std::exit(1);
+      kv_bytes += KvBytesPerToken(model.config(), pos);
+    }
+    const double sec = Seconds(t0);
+    tok_s.push_back(n_decode / sec);
+    gb_s.push_back((r.mib * (1 << 20) * n_decode + kv_bytes) / sec / 1e9);
+    frac.push_back(gb_s.back() / bw.back());
   }
-  const double sec = Seconds(t0);
-  r.tok_s = n_decode / sec;
-  r.gb_s = (r.mib * (1 << 20) * n_decode + kv_bytes) / sec / 1e9;
+  r.tok_s = Median(tok_s);
+  r.gb_s = Median(gb_s);
+  r.bw = Median(bw);
+  r.bw_frac = Median(frac);
   if (n_pp > 0) {
     model::Batch pp;
     for (int i = 0; i < n_pp; ++i) pp.Add((i * 131 + 7) % V, i, 0, i == n_pp - 1);
@@ -208,24 +233,25 @@ int main(int argc, char** argv) {
   if (!only_large) models.emplace_back("default", Variants(def, dir, "default"));
   if (large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
 
-  const double bw[3] = {0, MeasureReadBandwidth(1) / 1e9, MeasureReadBandwidth(2) / 1e9};
-  std::printf("measured read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", bw[1],
-              bw[2]);
-  std::printf("decode: %d tokens after a 32-token prefix; pp: one %d-token batch\n", n_decode,
-              n_pp);
-  std::printf("%-8s %-7s %3s %9s %9s %8s %9s %9s %9s\n", "model", "type", "thr", "wMiB/tok",
-              "tok/s", "GB/s", "bw_frac", "vs_F16", "pp tok/s");
+  ReadBandwidth bandwidth;
+  std::printf("decode: %d runs of %d tokens after a 32-token prefix, medians; each run right "
+              "after a read-bandwidth measurement (bw GB/s); pp: one %d-token batch\n",
+              kReps, n_decode, n_pp);
+  std::printf("%-8s %-7s %3s %9s %9s %8s %8s %8s %8s %9s\n", "model", "type", "thr", "wMiB/tok",
+              "tok/s", "GB/s", "bw GB/s", "bw_frac", "vs_F16", "pp tok/s");
   for (const auto& [label, variants] : models) {
     for (int threads : {1, 2}) {
       if (only_threads != 0 && threads != only_threads) continue;
       double f16_tok_s = 0;
       for (const auto& [type, path] : variants) {
         if (!only_type.empty() && type != only_type) continue;
-        const Row r = Measure(label, type, path, threads, n_decode, n_pp);
+        const Row r = Measure(label, type, path, threads, n_decode, n_pp, bandwidth);
         if (type == "F16") f16_tok_s = r.tok_s;
-        std::printf("%-8s %-7s %3d %9.2f %9.2f %8.2f %9.2f %9.2f %9.1f\n", r.model.c_str(),
-                    r.type.c_str(), r.threads, r.mib, r.tok_s, r.gb_s, r.gb_s / bw[threads],
-                    r.tok_s / f16_tok_s, r.pp_tok_s);
+        char vs[16] = "-";
+        if (f16_tok_s > 0) std::snprintf(vs, sizeof(vs), "%.2f", r.tok_s / f16_tok_s);
+        std::printf("%-8s %-7s %3d %9.2f %9.2f %8.2f %8.2f %8.2f %8s %9.1f\n", r.model.c_str(),
+                    r.type.c_str(), r.threads, r.mib, r.tok_s, r.gb_s, r.bw, r.bw_frac, vs,
+                    r.pp_tok_s);
         std::fflush(stdout);
       }
     }
