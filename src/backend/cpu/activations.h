@@ -3,8 +3,9 @@
 // the same bits on every CPU, thread split and batch, and reproducible by a device backend.
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
-#include <cstring>
 
 namespace lockstep::backend {
 
@@ -12,8 +13,9 @@ namespace lockstep::backend {
 // |x| < 0.125: odd Taylor polynomial to x^9; otherwise 1 - 2 / (exp(2|x|) + 1) with
 // exp(y) = 2^k * p(r), r = y - k ln2 (Cody-Waite split), p the degree-7 Taylor polynomial.
 inline float Tanh(float x) {
-  float a = x < 0.0f ? -x : x;
-  a = a < 10.0f ? a : 10.0f;  // tanh(10) rounds to 1; NaN maps to 10 (no undefined casts)
+  // tanh(10) rounds to 1; the compare also maps NaN to 10, so no cast below sees a NaN.
+  const float ax = std::fabs(x);
+  const float a = ax < 10.0f ? ax : 10.0f;
   const float y = a + a;
   const int k = static_cast<int>(y * 1.44269504f + 0.5f);
   const float kf = static_cast<float>(k);
@@ -26,9 +28,7 @@ inline float Tanh(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const uint32_t scale_bits = static_cast<uint32_t>(k + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &scale_bits, 4);
+  const float scale = std::bit_cast<float>(static_cast<uint32_t>(k + 127) << 23);
   const float big = 1.0f - 2.0f / (p * scale + 1.0f);
   const float a2 = a * a;
   float s = 62.0f / 2835.0f;
@@ -36,8 +36,7 @@ inline float Tanh(float x) {
   s = s * a2 + 2.0f / 15.0f;
   s = s * a2 - 1.0f / 3.0f;
   const float small = a + a * (a2 * s);
-  const float t = a < 0.125f ? small : big;
-  return x < 0.0f ? -t : t;
+  return std::copysign(a < 0.125f ? small : big, x);
 }
 
 // GELU, tanh approximation (gelu_pytorch_tanh), as Gemma 4 uses.
