@@ -210,10 +210,10 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
   return w;
 }
 
-const DType kFastTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,   DType::Q4_0,
-                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::MXFP4,
-                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,   DType::Q6_K,
-                            DType::IQ4_XS};
+const DType kFastTypes[] = {DType::F32,    DType::F16,   DType::BF16, DType::Q8_0,
+                            DType::Q4_0,   DType::Q4_1,  DType::Q5_0, DType::Q5_1,
+                            DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
+                            DType::Q4_K,   DType::Q5_K,  DType::Q6_K, DType::IQ4_XS};
 
 uint32_t Bits(float f) {
   uint32_t u;
@@ -270,6 +270,26 @@ TEST(QuantDot, EveryIsaMatchesPortableBitForBitAndIsAccurate) {
         // the sum of magnitudes; float types are near exact.
         EXPECT_NEAR(portable[0], ref, mag * 0.01 + 1e-6);
       }
+    }
+  }
+}
+
+// DotF32Cols (the attention score kernel) equals DotF32 bit for bit, tails included.
+TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
+  for (int64_t n : {5, 64, 130, 256, 1003}) {
+    std::vector<std::vector<float>> rows;
+    const float* ptrs[kMaxDotCols];
+    for (int c = 0; c < kMaxDotCols; ++c) {
+      rows.push_back(RandomRow(n, 300 + c));
+      ptrs[c] = rows.back().data();
+    }
+    const auto b = RandomRow(n, 400);
+    for (int cols = 1; cols <= kMaxDotCols; ++cols) {
+      float out[kMaxDotCols];
+      DotF32Cols(ptrs, cols, b.data(), n, out);
+      for (int c = 0; c < cols; ++c)
+        ASSERT_EQ(Bits(out[c]), Bits(DotF32(ptrs[c], b.data(), n)))
+            << "n=" << n << " cols=" << cols << " c=" << c;
     }
   }
 }

@@ -194,6 +194,12 @@ void DotCols(const void* const* w_rows, int n_cols, const PreparedRow& x, float*
   RunCols(Kernels().For(CpuIsa(), x.wtype), w_rows, n_cols, x, out);
 }
 
+void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, float* out) {
+  CHECKF(n_cols >= 1 && n_cols <= kMaxDotCols, "DotF32Cols: {} columns", n_cols);
+  if (CpuIsa() >= Isa::kAvx2) return detail::DotF32ColsAvx2(a, n_cols, b, n, out);
+  for (int c = 0; c < n_cols; ++c) out[c] = DotF32(a[c], b, n);
+}
+
 void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {
   CHECKF(CpuHasIsa(isa), "dot: this CPU lacks {}", IsaName(isa));
   RunCols(Kernels().For(isa, x.wtype), w_rows, n_cols, x, out);

@@ -285,6 +285,20 @@ float DotIq4Xs(const uint8_t* w, const PreparedRow& x) {
 
 }  // namespace
 
+void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out) {
+  const auto* const* w = reinterpret_cast<const uint8_t* const*>(a);
+  switch (n_cols) {
+    case 1:
+      return FloatCols<4, 1>(w, b, n, out);
+    case 2:
+      return FloatCols<4, 2>(w, b, n, out);
+    case 3:
+      return FloatCols<4, 3>(w, b, n, out);
+    default:
+      return FloatCols<4, 4>(w, b, n, out);
+  }
+}
+
 Kernel Avx2Kernel(DType t) {
   switch (t) {
     case DType::F32:

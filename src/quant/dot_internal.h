@@ -39,6 +39,8 @@ struct Kernel {
 RowDotFn PortableDot(DType t);  // nullptr: no fast kernel
 Kernel Avx2Kernel(DType t);     // empty: no AVX2 kernel (dot_avx2.cpp)
 Kernel Avx512Kernel(DType t);   // empty: no AVX-512 kernel (dot_avx512.cpp)
+// DotF32Cols on AVX2 (dot_avx2.cpp).
+void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 
 // Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
 // AVX-encoded out-of-line copy can be picked by the linker for portable callers.

@@ -58,5 +58,8 @@ void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRo
 
 // f32 x f32 dot in lockstep's canonical order (8 interleaved partial sums, then a fixed tree).
 float DotF32(const float* a, const float* b, int64_t n);
+// out[c] = DotF32(a[c], b, n) for c < n_cols (1..kMaxDotCols), bit for bit, with the best
+// kernel this CPU has (attention scores: several keys against one query).
+void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 
 }  // namespace lockstep::quant

@@ -55,13 +55,15 @@ void CpuBackend::Attention(const Tensor& q, const KvStore& kv, int layer, int n_
       const float* qh = q.row(r) + static_cast<int64_t>(h) * head_dim;
       scores.resize(static_cast<size_t>(p - lo + 1));
       float mx = -std::numeric_limits<float>::infinity();
-      for (int t = lo; t <= p; ++t) {
-        const float* kh =
-            kd.row(kv.row_index(rows.seq[r], t)) + static_cast<int64_t>(hk) * head_dim;
-        const float s = quant::DotF32(qh, kh, head_dim);
-        scores[t - lo] = s;
-        mx = std::max(mx, s);
+      // Scores four keys at a time (four dot chains in flight), each in DotF32's order.
+      for (int t0 = lo; t0 <= p; t0 += quant::kMaxDotCols) {
+        const int nk = std::min(quant::kMaxDotCols, p - t0 + 1);
+        const float* ks[quant::kMaxDotCols];
+        for (int c = 0; c < nk; ++c)
+          ks[c] = kd.row(kv.row_index(rows.seq[r], t0 + c)) + static_cast<int64_t>(hk) * head_dim;
+        quant::DotF32Cols(ks, nk, qh, head_dim, &scores[t0 - lo]);
       }
+      for (float s : scores) mx = std::max(mx, s);
       float sum = 0.0f;
       for (float& s : scores) {
         s = std::exp(s - mx);
