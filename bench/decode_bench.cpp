@@ -1,7 +1,7 @@
 // Decode tokens/s and achieved bandwidth (weight + KV bytes read per token / time) next to the
-// machine's read bandwidth measured right before each run, for F16 / Q8_0 / Q4_K_M of the default model and of a
-// larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt processing.
-// Usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] [--threads N]
+// machine's read bandwidth measured right before each run, for F16 / Q8_0 / Q4_K_M of the default
+// model and of a larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt
+// processing. Usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] [--threads N]
 //                     [--type T] [--model PATH]
 #include <benchmark/benchmark.h>
 
@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "quant/model_quantize.h"
+#include "read_bandwidth.h"
 
 namespace lockstep {
 namespace {
@@ -27,42 +28,6 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-// Read bandwidth over a 512 MiB buffer (far larger than the caches), split across `threads`
-// threads summing with 8 independent accumulators. The buffer is filled once; each Measure()
-// is the best of 2 passes, taken right before the decode run it is compared with (this VM's
-// bandwidth drifts by tens of percent over a minute).
-class ReadBandwidth {
- public:
-  ReadBandwidth() : buf_((512u << 20) / 8) {
-    for (size_t i = 0; i < buf_.size(); ++i) buf_[i] = i * 0x9E3779B97F4A7C15ull;
-  }
-  double Measure(int threads) {  // bytes/s
-    double best = 0;
-    for (int rep = 0; rep < 2; ++rep) {
-      std::vector<uint64_t> sums(static_cast<size_t>(threads));
-      const size_t chunk = buf_.size() / static_cast<size_t>(threads);
-      const auto t0 = Clock::now();
-      std::vector<std::thread> pool;
-      for (int t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-          uint64_t acc[8] = {};
-          for (size_t i = chunk * t; i < chunk * (t + 1); i += 8)
-            for (int k = 0; k < 8; ++k) acc[k] += buf_[i + k];
-          uint64_t total = 0;
-          for (uint64_t v : acc) total += v;
-          sums[static_cast<size_t>(t)] = total;
-        });
-      for (auto& th : pool) th.join();
-      benchmark::DoNotOptimize(sums.data());
-      best = std::max(best, static_cast<double>(chunk * threads * 8) / Seconds(t0));
-    }
-    return best;
-  }
-
- private:
-  std::vector<uint64_t> buf_;
-};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -234,9 +199,10 @@ int main(int argc, char** argv) {
   if (large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
 
   ReadBandwidth bandwidth;
-  std::printf("decode: %d runs of %d tokens after a 32-token prefix, medians; each run right "
-              "after a read-bandwidth measurement (bw GB/s); pp: one %d-token batch\n",
-              kReps, n_decode, n_pp);
+  std::printf(
+      "decode: %d runs of %d tokens after a 32-token prefix, medians; each run right "
+      "after a read-bandwidth measurement (bw GB/s); pp: one %d-token batch\n",
+      kReps, n_decode, n_pp);
   std::printf("%-8s %-7s %3s %9s %9s %8s %8s %8s %8s %9s\n", "model", "type", "thr", "wMiB/tok",
               "tok/s", "GB/s", "bw GB/s", "bw_frac", "vs_F16", "pp tok/s");
   for (const auto& [label, variants] : models) {

@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "quant/quant.h"
+#include "read_bandwidth.h"
 
 namespace lockstep {
 namespace {
@@ -24,34 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// Best of 3 sums over 512 MiB split across `threads` threads, in bytes/s.
-double ReadBandwidth(int threads) {
-  std::vector<uint64_t> buf((512u << 20) / 8);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    std::vector<uint64_t> sums(static_cast<size_t>(threads));
-    const size_t chunk = buf.size() / static_cast<size_t>(threads);
-    const auto t0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        uint64_t s[8] = {};
-        for (size_t i = chunk * t; i < chunk * (t + 1); i += 8)
-          for (int k = 0; k < 8; ++k) s[k] += buf[i + k];
-        uint64_t total = 0;
-        for (uint64_t v : s) total += v;
-        sums[static_cast<size_t>(t)] = total;
-      });
-    for (auto& th : pool) th.join();
-    const double sec = Seconds(t0);
-    volatile uint64_t sink = sums[0];
-    (void)sink;
-    best = std::max(best, static_cast<double>(buf.size() * 8) / sec);
-  }
-  return best;
 }
 
 struct Matrix {
@@ -126,7 +99,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const double bw = ReadBandwidth(threads) / 1e9;
+  const double bw = ReadBandwidth().Measure(threads) / 1e9;
   std::printf("read bandwidth (%d threads): %.2f GB/s; kernels: %s\n", threads, bw,
               std::string(quant::IsaName(quant::CpuIsa())).c_str());
   std::printf("%-7s %8s %8s %10s %8s %8s\n", "type", "k", "n", "us/call", "GB/s", "bw_frac");

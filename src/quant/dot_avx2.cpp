@@ -6,36 +6,11 @@
 #include <cstring>
 
 #include "quant/dot_extra.h"
-#include "quant/dot_internal.h"
-#include "quant/iq_tables.h"
+#include "quant/dot_x86.h"
 
 namespace lockstep::quant::detail {
 namespace {
 
-inline float Half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);  // f16 -> f32 is exact, same value as HalfToFloat
-}
-inline float ActScale(const uint8_t* blk) {
-  float d;
-  std::memcpy(&d, blk, 4);
-  return d;
-}
-inline int32_t ActBsum(const uint8_t* blk, int g) {
-  int16_t s;
-  std::memcpy(&s, blk + 260 + 2 * g, 2);
-  return s;
-}
-
-inline int32_t Hsum128(__m128i v) {
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4E));
-  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xB1));
-  return _mm_cvtsi128_si32(v);
-}
-inline int32_t Hsum(__m256i v) {
-  return Hsum128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
-}
 // Pairwise int32 sums of unsigned(0..127) x signed int8 products.
 inline __m256i DotU8S8(__m256i u, __m256i s) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -43,11 +18,6 @@ inline __m256i DotU8S8(__m256i u, __m256i s) {
 // Signed x signed via |w| and sign(x, w).
 inline __m256i DotS8S8(__m256i w, __m256i x) {
   return DotU8S8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-}
-inline __m256i LoadNibbles(const uint8_t* p) {  // 16 bytes -> low nibbles then high nibbles
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m = _mm_set1_epi8(0xF);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
 }
 
 template <int kBytes>
@@ -145,36 +115,18 @@ float DotQ8_0(const uint8_t* w, const PreparedRow& x) {
   return acc.Sum();
 }
 
-// Nibble-level types: levels looked up by shuffle (Q4_0 levels are nibble - 8).
-enum class Nib { kQ4_0, kIq4Nl, kMxfp4 };
+// Nibble-level types: levels looked up by shuffle (tables in dot_x86.h).
 template <Nib kKind>
 float NibbleDot(const uint8_t* w, const PreparedRow& x) {
-  constexpr int kBytes = kKind == Nib::kMxfp4 ? 17 : 18;
-  constexpr int kQs = kKind == Nib::kMxfp4 ? 1 : 2;
-  __m128i t;
-  if constexpr (kKind == Nib::kQ4_0)
-    t = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  else if constexpr (kKind == Nib::kIq4Nl)
-    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kIq4nlValues));
-  else
-    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kMxfp4Values));
-  const __m256i table = _mm256_set_m128i(t, t);
+  constexpr int kBytes = NibbleBlockBytes<kKind>();
+  const __m256i table = NibbleTable<kKind>();
   Acc8 acc;
   for (int64_t b = 0; b < x.n / 32; ++b) {
     const uint8_t* wb = w + b * kBytes;
     const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
-    const __m256i wv = _mm256_shuffle_epi8(table, LoadNibbles(wb + kQs));
+    const __m256i wv = _mm256_shuffle_epi8(table, LoadNibbles(wb + NibbleQsOffset<kKind>()));
     const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4));
-    const int32_t isum = Hsum(DotS8S8(wv, xv));
-    float dw;
-    if constexpr (kKind == Nib::kMxfp4) {
-      const uint32_t e = wb[0];
-      const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
-      std::memcpy(&dw, &bits, 4);
-    } else {
-      dw = Half(wb);
-    }
-    acc.Add(b, Combine(dw, ActScale(xb), isum));
+    acc.Add(b, Combine(NibbleScale<kKind>(wb), ActScale(xb), Hsum(DotS8S8(wv, xv))));
   }
   return acc.Sum();
 }

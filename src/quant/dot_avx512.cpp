@@ -8,32 +8,11 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
-#include "quant/dot_internal.h"
-#include "quant/iq_tables.h"
+#include "quant/dot_x86.h"
 
 namespace lockstep::quant::detail {
 namespace {
 
-inline float Half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-inline uint16_t Bits16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
-inline float ActScale(const uint8_t* blk) {
-  float d;
-  std::memcpy(&d, blk, 4);
-  return d;
-}
-inline __m256i LoadY(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
 inline __m512i LoadZ(const uint8_t* p) {
   return _mm512_loadu_si512(p);
 }
@@ -91,38 +70,6 @@ inline __m256i DotS8(__m256i w, __m256i x) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
 
-template <int kCols>
-void Q8_0Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
-  const int64_t nb = x.n / 32;
-  const int64_t ahead = PrefetchAhead(kCols, nb * 34);
-  Acc8x<kCols> acc;
-  int64_t b = 0;
-  for (; b + 4 <= nb; b += 4) {
-    const uint8_t* xb = x.q.data() + b * kQ8x32Bytes;
-    __m256i xv[4];
-    for (int k = 0; k < 4; ++k) xv[k] = LoadY(xb + k * kQ8x32Bytes + 4);
-    const __m128 dx = ActScales4(xb, kQ8x32Bytes);
-    for (int c = 0; c < kCols; ++c) {
-      const uint8_t* wb = w[c] + b * 34;
-      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64), _MM_HINT_T0);
-      const __m128i isum = Hsum4(DotS8(LoadY(wb + 2), xv[0]), DotS8(LoadY(wb + 36), xv[1]),
-                                 DotS8(LoadY(wb + 70), xv[2]), DotS8(LoadY(wb + 104), xv[3]));
-      acc.Add4(c, b, Combine4(Halves4(wb, 34), dx, isum));
-    }
-  }
-  for (int c = 0; c < kCols; ++c) {
-    Acc8 a = acc.Scalar(c);
-    for (int64_t t = b; t < nb; ++t) {
-      const uint8_t* wb = w[c] + t * 34;
-      const uint8_t* xb = x.q.data() + t * kQ8x32Bytes;
-      const __m256i s = DotS8(LoadY(wb + 2), LoadY(xb + 4));
-      a.Add(t, Combine(Half(wb), ActScale(xb), _mm_cvtsi128_si32(Hsum4(s, s, s, s))));
-    }
-    out[c] = a.Sum();
-  }
-}
-
 // 16 bytes of nibbles -> 32 signed levels (low nibbles first) through a 16-entry table.
 inline __m256i NibbleLevels(const uint8_t* p, __m256i table) {
   const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
@@ -131,38 +78,37 @@ inline __m256i NibbleLevels(const uint8_t* p, __m256i table) {
   return _mm256_shuffle_epi8(table, n);
 }
 
-enum class Nib { kQ4_0, kIq4Nl, kMxfp4 };
+// The 32-element, one-scale block types: Q8_0 (int8 levels) and the nibble types (levels by
+// table lookup). Each gives its block size, levels and scale(s).
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  __m256i Levels(const uint8_t* wb) const { return LoadY(wb + 2); }
+  float Scale(const uint8_t* wb) const { return Half(wb); }
+  __m128 Scales4(const uint8_t* wb) const { return Halves4(wb, kBytes); }
+};
 template <Nib kKind>
-__m256i NibbleTable() {
-  __m128i t;
-  if constexpr (kKind == Nib::kQ4_0)
-    t = _mm_setr_epi8(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
-  else if constexpr (kKind == Nib::kIq4Nl)
-    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kIq4nlValues));
-  else
-    t = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tables::kMxfp4Values));
-  return _mm256_set_m128i(t, t);
-}
-inline float E8M0Half(uint8_t e8) {
-  const uint32_t e = e8;
-  const uint32_t bits = e < 2 ? (0x00200000u << e) : ((e - 1) << 23);
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-template <Nib kKind>
-float NibbleScale(const uint8_t* wb) {
-  if constexpr (kKind == Nib::kMxfp4)
-    return E8M0Half(wb[0]);
-  else
-    return Half(wb);
-}
+struct NibbleBlock {
+  static constexpr int kBytes = NibbleBlockBytes<kKind>();
+  __m256i table = NibbleTable<kKind>();
+  __m256i Levels(const uint8_t* wb) const {
+    return NibbleLevels(wb + NibbleQsOffset<kKind>(), table);
+  }
+  float Scale(const uint8_t* wb) const { return NibbleScale<kKind>(wb); }
+  __m128 Scales4(const uint8_t* wb) const {
+    if constexpr (kKind == Nib::kMxfp4)
+      return _mm_setr_ps(E8M0Half(wb[0]), E8M0Half(wb[kBytes]), E8M0Half(wb[2 * kBytes]),
+                         E8M0Half(wb[3 * kBytes]));
+    else
+      return Halves4(wb, kBytes);
+  }
+};
 
-template <Nib kKind, int kCols>
-void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
-  constexpr int kBytes = kKind == Nib::kMxfp4 ? 17 : 18;
-  constexpr int kQs = kKind == Nib::kMxfp4 ? 1 : 2;
-  const __m256i table = NibbleTable<kKind>();
+// Four blocks per step: four int8 dots reduced together, Combine for the four lane by lane,
+// added to Acc8's lanes in block order; leftover blocks one at a time.
+template <class Block, int kCols>
+void Block32Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
+  const Block blk;
+  constexpr int kBytes = Block::kBytes;
   const int64_t nb = x.n / 32;
   const int64_t ahead = PrefetchAhead(kCols, nb * kBytes);
   Acc8x<kCols> acc;
@@ -177,13 +123,8 @@ void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
       _mm_prefetch(reinterpret_cast<const char*>(wb + ahead), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64), _MM_HINT_T0);
       __m256i s[4];
-      for (int k = 0; k < 4; ++k) s[k] = DotS8(NibbleLevels(wb + k * kBytes + kQs, table), xv[k]);
-      __m128 dw;
-      if constexpr (kKind == Nib::kMxfp4)
-        dw = _mm_setr_ps(E8M0Half(wb[0]), E8M0Half(wb[17]), E8M0Half(wb[34]), E8M0Half(wb[51]));
-      else
-        dw = Halves4(wb, kBytes);
-      acc.Add4(c, b, Combine4(dw, dx, Hsum4(s[0], s[1], s[2], s[3])));
+      for (int k = 0; k < 4; ++k) s[k] = DotS8(blk.Levels(wb + k * kBytes), xv[k]);
+      acc.Add4(c, b, Combine4(blk.Scales4(wb), dx, Hsum4(s[0], s[1], s[2], s[3])));
     }
   }
   for (int c = 0; c < kCols; ++c) {
@@ -191,8 +132,7 @@ void NibbleCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
     for (int64_t t = b; t < nb; ++t) {
       const uint8_t* wb = w[c] + t * kBytes;
       const uint8_t* xb = x.q.data() + t * kQ8x32Bytes;
-      const __m256i s = DotS8(NibbleLevels(wb + kQs, table), LoadY(xb + 4));
-      a.Add(t, Combine(NibbleScale<kKind>(wb), ActScale(xb), _mm_cvtsi128_si32(Hsum4(s, s, s, s))));
+      a.Add(t, Combine(blk.Scale(wb), ActScale(xb), Hsum(DotS8(blk.Levels(wb), LoadY(xb + 4)))));
     }
     out[c] = a.Sum();
   }
@@ -363,9 +303,14 @@ void Dispatch(const uint8_t* const* w, int n_cols, const PreparedRow& x, float* 
       return K<4>::Run(w, x, out);
   }
 }
-template <int C>
-struct Q8_0K {
-  static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) { Q8_0Cols<C>(w, x, o); }
+template <class Block>
+struct Block32K {
+  template <int C>
+  struct K {
+    static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) {
+      Block32Cols<Block, C>(w, x, o);
+    }
+  };
 };
 template <int C>
 struct Q4KK {
@@ -375,28 +320,19 @@ template <int C>
 struct Q6KK {
   static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) { Q6KCols<C>(w, x, o); }
 };
-template <Nib kKind>
-struct NibK {
-  template <int C>
-  struct K {
-    static void Run(const uint8_t* const* w, const PreparedRow& x, float* o) {
-      NibbleCols<kKind, C>(w, x, o);
-    }
-  };
-};
 
 }  // namespace
 
 Kernel Avx512Kernel(DType t) {
   switch (t) {
     case DType::Q8_0:
-      return {nullptr, Dispatch<Q8_0K>};
+      return {nullptr, Dispatch<Block32K<Q8_0Block>::K>};
     case DType::Q4_0:
-      return {nullptr, Dispatch<NibK<Nib::kQ4_0>::K>};
+      return {nullptr, Dispatch<Block32K<NibbleBlock<Nib::kQ4_0>>::K>};
     case DType::IQ4_NL:
-      return {nullptr, Dispatch<NibK<Nib::kIq4Nl>::K>};
+      return {nullptr, Dispatch<Block32K<NibbleBlock<Nib::kIq4Nl>>::K>};
     case DType::MXFP4:
-      return {nullptr, Dispatch<NibK<Nib::kMxfp4>::K>};
+      return {nullptr, Dispatch<Block32K<NibbleBlock<Nib::kMxfp4>>::K>};
     case DType::Q4_K:
       return {nullptr, Dispatch<Q4KK>};
     case DType::Q6_K:

@@ -6,38 +6,11 @@
 #include <cstring>
 
 #include "quant/dot_extra.h"
+#include "quant/dot_x86.h"
 
 namespace lockstep::quant::detail {
 namespace {
 
-inline float Half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);  // f16 -> f32 is exact, same value as HalfToFloat
-}
-inline uint32_t U32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline __m256i Load256(const uint8_t* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-inline int32_t Hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
-}
-// Horizontal sums of two int32 vectors with one shared reduction.
-inline void Hsum2(__m256i a, __m256i b, int32_t* sa, int32_t* sb) {
-  const __m256i h = _mm256_hadd_epi32(a, b);  // per lane: a01 a23 b01 b23
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-  s = _mm_hadd_epi32(s, s);  // a b a b
-  *sa = _mm_cvtsi128_si32(s);
-  *sb = _mm_extract_epi32(s, 1);
-}
 // Lane k of the result is the horizontal sum of v[k]: one transposing reduction for 8 blocks
 // instead of 8 separate horizontal sums.
 inline __m256i Hsum8(const __m256i* v) {
@@ -62,12 +35,6 @@ inline __m256i DotS8S8(__m256i w, __m256i x) {
 
 // ---- 32-element blocks (Q4_1, Q5_0, Q5_1) ----
 
-// 16 bytes -> 32 nibbles in element order (low nibbles are elements 0..15).
-inline __m256i LoadNibbles(const uint8_t* p) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m = _mm_set1_epi8(0xF);
-  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-}
 // Byte e = 16 if bit e of qh is set, else 0.
 inline __m256i FifthBits(uint32_t qh) {
   const __m256i spread =
@@ -90,7 +57,7 @@ struct B32Traits {
 // The int32 pair-sum vectors of one block: *vi sums to isum, *vx to xsum (min types only).
 template <B32 K>
 inline void BlockVectors(const uint8_t* wb, const uint8_t* xb, __m256i* vi, __m256i* vx) {
-  const __m256i xv = Load256(xb + 4);
+  const __m256i xv = LoadY(xb + 4);
   if constexpr (K == B32::kQ4_1) {
     *vi = DotU8S8(LoadNibbles(wb + 4), xv);
   } else if constexpr (K == B32::kQ5_0) {
@@ -173,16 +140,16 @@ float DotQ2_K(const uint8_t* w, const PreparedRow& x) {
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wb));
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), m4));
-    const __m256i vmin = _mm256_madd_epi16(mins, Load256(xb + 260));  // against bsum[16]
+    const __m256i vmin = _mm256_madd_epi16(mins, LoadY(xb + 260));  // against bsum[16]
     __m256i sc[2];
     SplitScales(_mm256_cvtepu8_epi16(_mm_and_si128(sm, m4)), &sc[0], &sc[1]);
     __m256i vsum = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
-      const __m256i q = Load256(wb + 16 + 32 * half);
+      const __m256i q = LoadY(wb + 16 + 32 * half);
       const __m256i qv[4] = {q, _mm256_srli_epi16(q, 2), _mm256_srli_epi16(q, 4),
                              _mm256_srli_epi16(q, 6)};
       for (int s = 0; s < 4; ++s) {
-        const __m256i xv = Load256(xb + 4 + 128 * half + 32 * s);
+        const __m256i xv = LoadY(xb + 4 + 128 * half + 32 * s);
         const __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(qv[s], m3), xv);
         vsum = _mm256_add_epi32(vsum, _mm256_madd_epi16(_mm256_shuffle_epi8(sc[half], shuf[s]), p));
       }
@@ -219,13 +186,13 @@ float DotQ3_K(const uint8_t* w, const PreparedRow& x) {
     const uint8_t* wb = w + b * 110;
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     const __m256i sc16 = Q3Scales(wb + 96);
-    const __m256i vcorr = _mm256_madd_epi16(sc16, Load256(xb + 260));  // against bsum[16]
+    const __m256i vcorr = _mm256_madd_epi16(sc16, LoadY(xb + 260));  // against bsum[16]
     __m256i sc[2];
     SplitScales(sc16, &sc[0], &sc[1]);
-    const __m256i hm = Load256(wb);
+    const __m256i hm = LoadY(wb);
     __m256i vsum = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
-      const __m256i q = Load256(wb + 32 + 32 * half);
+      const __m256i q = LoadY(wb + 32 + 32 * half);
       const __m256i qv[4] = {q, _mm256_srli_epi16(q, 2), _mm256_srli_epi16(q, 4),
                              _mm256_srli_epi16(q, 6)};
       // Element 128*half + 32*s + l takes bit 4*half + s of hmask[l], moved here to bit 2 (the
@@ -234,7 +201,7 @@ float DotQ3_K(const uint8_t* w, const PreparedRow& x) {
       const __m256i hv[4] = {_mm256_slli_epi16(hh, 2), _mm256_slli_epi16(hh, 1), hh,
                              _mm256_srli_epi16(hh, 1)};
       for (int s = 0; s < 4; ++s) {
-        const __m256i xv = Load256(xb + 4 + 128 * half + 32 * s);
+        const __m256i xv = LoadY(xb + 4 + 128 * half + 32 * s);
         const __m256i u =
             _mm256_or_si256(_mm256_and_si256(qv[s], m3), _mm256_and_si256(hv[s], four));
         const __m256i p = _mm256_maddubs_epi16(u, xv);  // |pair| <= 2*7*127: exact in int16
