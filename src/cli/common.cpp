@@ -1,6 +1,7 @@
 // CLI helpers: parsing id lists, default paths, identity blocks and generate's JSON.
 #include "cli/common.h"
 
+
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/version.h"
+#include "quant/quant.h"
 
 namespace lockstep::cli {
 
@@ -114,6 +116,7 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
       {"model_sha256", FileSha256(r.model_path)},
       {"settings", settings},
       {"backend", r.backend},
+      {"kernels", std::string(quant::IsaName(quant::CpuIsa()))},
       {"threads", r.threads},
       {"device", CpuName()},
       {"output_sha256", IdsSha256(output_ids)},
