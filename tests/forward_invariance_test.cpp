@@ -76,7 +76,8 @@ TEST_P(ForwardInvariance, LogitsIndependentOfBatchChunkAndThreads) {
     if (reference.empty()) reference = RunSequence(model, kLen, false);
     ASSERT_EQ(reference.size(), static_cast<size_t>(kLen * model.config().n_vocab));
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, kLen, false))) << "rerun, " << threads;
-    EXPECT_TRUE(SameBytes(reference, RunSequence(model, 1, false))) << "token by token, " << threads;
+    EXPECT_TRUE(SameBytes(reference, RunSequence(model, 1, false)))
+        << "token by token, " << threads;
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 3, false))) << "chunks of 3, " << threads;
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 4, true))) << "mixed batch, " << threads;
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 1, true))) << "mixed decode, " << threads;

@@ -233,8 +233,8 @@ std::string EchoDraftPath() {
     a.n_layer = 2;
     a.echo_target = target;
     a.echo_noise = 0.05f;
-    if (!model::WriteSyntheticAssistant(a, path.string() + ".w").ok()) return "";
-    std::filesystem::rename(path.string() + ".w", path);
+    if (!model::WriteSyntheticAssistant(a, testing::ScratchPath(path)).ok()) return "";
+    std::filesystem::rename(testing::ScratchPath(path), path);
   }
   return path.string();
 }

@@ -21,6 +21,7 @@
 #include "model/synthetic.h"
 #include "quant/model_quantize.h"
 #include "quant/quant.h"
+#include "testing/models.h"
 #include "testing/reference.h"
 
 namespace lockstep {
@@ -147,9 +148,9 @@ model::SyntheticSpec WideSpec(int n_layer) {
 std::string WidePath(int n_layer = 2) {
   const fs::path p = TmpDir() / fmt::format("wide{}-f32.gguf", n_layer);
   if (!fs::exists(p)) {
-    const Status s = model::WriteSyntheticModel(WideSpec(n_layer), p.string() + ".w");
+    const Status s = model::WriteSyntheticModel(WideSpec(n_layer), testing::ScratchPath(p));
     if (!s.ok()) return "";
-    fs::rename(p.string() + ".w", p);
+    fs::rename(testing::ScratchPath(p), p);
   }
   return p.string();
 }

@@ -41,8 +41,8 @@ std::string AssistantPath(const std::string& name, const model::SyntheticAssista
   fs::create_directories(dir);
   const auto path = dir / (name + ".gguf");
   if (!fs::exists(path)) {
-    if (!model::WriteSyntheticAssistant(spec, path.string() + ".w").ok()) return "";
-    fs::rename(path.string() + ".w", path);
+    if (!model::WriteSyntheticAssistant(spec, testing::ScratchPath(path)).ok()) return "";
+    fs::rename(testing::ScratchPath(path), path);
   }
   return path.string();
 }
@@ -329,8 +329,9 @@ std::string NearTieTarget() {
                           (1.0f + 2e-7f * static_cast<float>(sample::UniformAt(99, r, i) - 0.5));
     w.AddTensorCopy(t.name, t.type, t.ne, rows.data());
   }
-  if (rows.empty() || !w.WriteFile(path.string() + ".w").ok()) return "";  // f, rows still live
-  fs::rename(path.string() + ".w", path);
+  if (rows.empty() || !w.WriteFile(testing::ScratchPath(path)).ok())
+    return "";  // f, rows still live
+  fs::rename(testing::ScratchPath(path), path);
   return path.string();
 }
 

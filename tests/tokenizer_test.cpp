@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
@@ -181,7 +182,10 @@ class RealVocab : public ::testing::Test {
                                        dir + "/gemma4_tokenizer_config.json", w);
     ASSERT_TRUE(st.ok()) << st.message();
     const double convert_s = Seconds(t0);
-    gguf_path_ = new std::string(::testing::TempDir() + "/lockstep_gemma4_vocab.gguf");
+    // One file per process: ctest runs each test in its own process, in parallel, and one
+    // process's teardown must not delete the file another is reading.
+    gguf_path_ = new std::string(::testing::TempDir() + "/lockstep_gemma4_vocab_" +
+                                 std::to_string(::getpid()) + ".gguf");
     st = w.WriteFile(*gguf_path_);
     ASSERT_TRUE(st.ok()) << st.message();
     t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,8 @@
 // Test fixtures: synthetic models covering every Gemma 4 feature, written once per process.
 #pragma once
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 
@@ -34,15 +36,23 @@ inline model::SyntheticSpec PleSpec() {
   return s;
 }
 
+// Where to write `path` before renaming it into place: unique per process, because ctest runs
+// tests as parallel processes that may build the same shared fixture at the same moment (the
+// contents are deterministic, so whichever rename lands last leaves the same bytes).
+inline std::string ScratchPath(const std::filesystem::path& path) {
+  return path.string() + ".w" + std::to_string(::getpid());
+}
+
 // Writes the model under the test temp dir (once) and returns its path.
 inline std::string SyntheticPath(const std::string& name, const model::SyntheticSpec& spec) {
   const auto dir = std::filesystem::temp_directory_path() / "lockstep-tests";
   std::filesystem::create_directories(dir);
   const auto path = dir / (name + ".gguf");
   if (!std::filesystem::exists(path)) {
-    Status s = model::WriteSyntheticModel(spec, path.string() + ".w");
+    const std::string scratch = ScratchPath(path);
+    Status s = model::WriteSyntheticModel(spec, scratch);
     if (!s.ok()) return "";
-    std::filesystem::rename(path.string() + ".w", path);
+    std::filesystem::rename(scratch, path);
   }
   return path.string();
 }
