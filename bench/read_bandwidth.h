@@ -13,7 +13,7 @@ namespace lockstep {
 
 // Read bandwidth over a 512 MiB buffer (far larger than the caches), split across `threads`
 // threads summing with 8 independent accumulators. The buffer is filled once; each Measure()
-// is the best of 2 passes, taken right before the decode run it is compared with (this VM's
+// is the best of 3 passes, taken right before the decode run it is compared with (this VM's
 // bandwidth drifts by tens of percent over a minute).
 class ReadBandwidth {
  public:
@@ -22,7 +22,7 @@ class ReadBandwidth {
   }
   double Measure(int threads) {  // bytes/s
     double best = 0;
-    for (int rep = 0; rep < 2; ++rep) {
+    for (int rep = 0; rep < 3; ++rep) {
       std::vector<uint64_t> sums(static_cast<size_t>(threads));
       const size_t chunk = buf_.size() / static_cast<size_t>(threads);
       const auto t0 = std::chrono::steady_clock::now();

@@ -34,10 +34,9 @@ template <int kBytes, int kCols>
 void FloatCols(const uint8_t* const* w, const float* a, int64_t n, float* out) {
   __m256 acc[kCols];
   for (int c = 0; c < kCols; ++c) acc[c] = _mm256_setzero_ps();
-  // Prefetch the same position kCols rows on (where the caller's next call reads, for short
-  // rows) or 1 KiB on in the row (long rows); either way one line per 64 bytes consumed.
-  const int64_t row_bytes = n * kBytes;
-  const int64_t ahead = kCols * row_bytes <= 4096 ? kCols * row_bytes : 1024;
+  // Prefetch the same position kCols rows on, where the caller's next call reads (see
+  // PrefetchAhead in dot_avx512.cpp): one line per 64 bytes consumed.
+  const int64_t ahead = kCols * n * kBytes;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 xv = _mm256_loadu_ps(a + i);
