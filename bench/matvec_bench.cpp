@@ -105,6 +105,11 @@ int main(int argc, char** argv) {
   std::printf("%-7s %8s %8s %10s %8s %8s\n", "type", "k", "n", "us/call", "GB/s", "bw_frac");
   backend::CpuBackend be(threads);
   for (DType t : ParseTypes(types)) {
+    if (!quant::CanQuantize(t)) {
+      std::printf("%-7s (skipped: lockstep has no quantizer to make a random %s matrix)\n",
+                  std::string(Name(t)).c_str(), std::string(Name(t)).c_str());
+      continue;
+    }
     const int64_t total_rows = (mib << 20) / static_cast<int64_t>(RowBytes(t, k));
     const int64_t n = n_fixed > 0 ? n_fixed : std::max<int64_t>(16, total_rows);
     const int64_t copies = std::max<int64_t>(1, total_rows / n);

@@ -36,7 +36,12 @@ void Rows(const uint8_t* w, const float* const* x, int64_t n, float* out) {
   __m256 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm256_setzero_ps();
   int64_t i = 0;
+  // The caller walks weight rows in order: prefetch the next one, one line per 64 bytes.
+  constexpr int kBytes = kHalf ? 2 : 4;
+  const int64_t next_row = n * kBytes;
   for (; i + 8 <= n; i += 8) {
+    if ((i * kBytes) % 64 == 0)
+      _mm_prefetch(reinterpret_cast<const char*>(w + kBytes * i + next_row), _MM_HINT_T0);
     const __m256 wv = LoadW<kHalf>(w, i);
     for (int r = 0; r < kRows; ++r)
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(wv, _mm256_loadu_ps(x[r] + i)));
