@@ -189,7 +189,18 @@ inline __m256i Fold(__m512i v) {
 template <int kCols>
 void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  const __m512i idx[4] = {SplitIndex(0, 2), SplitIndex(1, 3), SplitIndex(4, 6), SplitIndex(5, 7)};
+  // vpshufb controls that widen one of the 8 scale bytes (broadcast to every 64-bit lane) into
+  // all int16 lanes of each 256-bit half: high byte 0x80 selects zero.
+  const __m512i sctl[4] = {SplitIndex(0x8000, 0x8002), SplitIndex(0x8001, 0x8003),
+                           SplitIndex(0x8004, 0x8006), SplitIndex(0x8005, 0x8007)};
+  // int16 lane i -> min byte i / 2 (each min covers two 16-element activation sums).
+  const __m256i mctl = _mm256_setr_epi16(
+      static_cast<int16_t>(0x8000), static_cast<int16_t>(0x8000), static_cast<int16_t>(0x8001),
+      static_cast<int16_t>(0x8001), static_cast<int16_t>(0x8002), static_cast<int16_t>(0x8002),
+      static_cast<int16_t>(0x8003), static_cast<int16_t>(0x8003), static_cast<int16_t>(0x8004),
+      static_cast<int16_t>(0x8004), static_cast<int16_t>(0x8005), static_cast<int16_t>(0x8005),
+      static_cast<int16_t>(0x8006), static_cast<int16_t>(0x8006), static_cast<int16_t>(0x8007),
+      static_cast<int16_t>(0x8007));
   Acc8Cols acc;
   const int64_t ahead = PrefetchAhead(kCols, x.n / 256 * 144);
   for (int64_t b = 0; b < x.n / 256; ++b) {
@@ -207,21 +218,20 @@ void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
         _mm_prefetch(reinterpret_cast<const char*>(wb + ahead + 64 * k), _MM_HINT_T0);
       uint64_t sc, mn;
       UnpackK4Scales(wb + 4, &sc, &mn);
-      const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc)));
+      const __m512i sb = _mm512_set1_epi64(static_cast<long long>(sc));
       __m512i a[2];
       for (int h = 0; h < 2; ++h) {
         const __m512i q = LoadZ(wb + 16 + 64 * h);
         const __m512i lo = _mm512_and_si512(q, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         a[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_maddubs_epi16(lo, xs[2 * h]),
-                                   _mm512_permutexvar_epi16(idx[2 * h], s16));
+                                   _mm512_shuffle_epi8(sb, sctl[2 * h]));
         a[h] = _mm512_dpwssd_epi32(a[h], _mm512_maddubs_epi16(hi, xs[2 * h + 1]),
-                                   _mm512_permutexvar_epi16(idx[2 * h + 1], s16));
+                                   _mm512_shuffle_epi8(sb, sctl[2 * h + 1]));
       }
       isum[c] = Fold(_mm512_add_epi32(a[0], a[1]));
-      const __m128i m8 = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(mn));
       imin[c] = _mm256_madd_epi16(
-          bsum, _mm256_set_m128i(_mm_unpackhi_epi16(m8, m8), _mm_unpacklo_epi16(m8, m8)));
+          bsum, _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(mn)), mctl));
     }
     const __m128 dx = _mm_set1_ps(ActScale(xb));
     const __m128 d = ColHalves<kCols>(w, b * 144), dmin = ColHalves<kCols>(w, b * 144 + 2);
