@@ -12,6 +12,7 @@
 #include "core/half.h"
 #include "quant/dot_extra.h"
 #include "quant/quant.h"
+#include "testing/random.h"
 
 namespace lockstep::quant {
 namespace {
@@ -21,20 +22,6 @@ const DType kTypes[] = {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DTyp
 bool HasAvx2() {
   return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
          __builtin_cpu_supports("f16c");
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
-std::vector<float> RandomRow(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = dist(rng);
-  return x;
 }
 
 // Random level bytes with sane f16 scale fields (d > 0; the Q4_1/Q5_1 offset m is signed, as
@@ -100,7 +87,7 @@ std::vector<int64_t> Lengths(DType t) {
 }
 
 TEST(QuantDotExtra, ActivationHelperMatchesPrepareRow) {
-  const auto x = RandomRow(4096, 11);
+  const auto x = testing::GaussianRow(4096, 11);
   PreparedRow ref, mine;
   PrepareRow(DType::Q4_0, x.data(), 4096, &ref);  // an existing Q8x32 type
   PrepareQ8x32(DType::Q4_0, x.data(), 4096, &mine);
@@ -141,7 +128,7 @@ void CheckRow(DType t, const std::vector<uint8_t>& w, const std::vector<float>& 
   EXPECT_NEAR(portable, ref, mag * 0.01 + 1e-6);
   if (!avx2 || !HasAvx2()) return;
   const float fast = detail::Avx2DotExtra(t)(w.data(), px);
-  ASSERT_EQ(Bits(fast), Bits(portable)) << fast << " vs " << portable;
+  ASSERT_EQ(testing::FloatBits(fast), testing::FloatBits(portable)) << fast << " vs " << portable;
 }
 
 TEST(QuantDotExtra, Avx2MatchesPortableBitForBitAndIsAccurate) {
@@ -151,7 +138,7 @@ TEST(QuantDotExtra, Avx2MatchesPortableBitForBitAndIsAccurate) {
       for (uint32_t seed = 1; seed <= 6; ++seed) {
         SCOPED_TRACE(std::string(Name(t)) + " n=" + std::to_string(n) +
                      " seed=" + std::to_string(seed));
-        CheckRow(t, RandomWeights(t, n, seed), RandomRow(n, 100 + seed));
+        CheckRow(t, RandomWeights(t, n, seed), testing::GaussianRow(n, 100 + seed));
       }
     }
   }
@@ -163,7 +150,7 @@ TEST(QuantDotExtra, PortableIsAccurate) {
     for (int64_t n : Lengths(t)) {
       SCOPED_TRACE(std::string(Name(t)) + " n=" + std::to_string(n));
       for (uint32_t seed = 1; seed <= 3; ++seed)
-        CheckRow(t, RandomWeights(t, n, 40 + seed), RandomRow(n, 140 + seed), false);
+        CheckRow(t, RandomWeights(t, n, 40 + seed), testing::GaussianRow(n, 140 + seed), false);
     }
   }
 }
@@ -190,15 +177,16 @@ TEST(QuantDotExtra, FlippedWeightByteChangesResult) {
     SCOPED_TRACE(std::string(Name(t)));
     const int64_t n = 4096;
     auto w = RandomWeights(t, n, 21);
-    const PreparedRow px = Prepare(t, RandomRow(n, 22));
+    const PreparedRow px = Prepare(t, testing::GaussianRow(n, 22));
     const float before = Portable(t)(w.data(), px);
     // Offset 10 of the middle block: a level byte (Q4_1/Q5_x), high-bit mask (Q3_K), scale
     // (Q2_K).
     w[(w.size() / Info(t).type_size / 2) * Info(t).type_size + 10] ^= 0x0F;
     const float after = Portable(t)(w.data(), px);
-    EXPECT_NE(Bits(before), Bits(after));
+    EXPECT_NE(testing::FloatBits(before), testing::FloatBits(after));
     if (HasAvx2()) {
-      EXPECT_EQ(Bits(detail::Avx2DotExtra(t)(w.data(), px)), Bits(after));
+      EXPECT_EQ(testing::FloatBits(detail::Avx2DotExtra(t)(w.data(), px)),
+                testing::FloatBits(after));
     }
   }
 }
@@ -208,7 +196,7 @@ TEST(QuantDotExtra, FlippedWeightByteChangesResult) {
 TEST(QuantDotExtra, DifferentBlockOrderChangesBits) {
   const int64_t n = 4096;
   const auto w = RandomWeights(DType::Q4_1, n, 31);
-  const PreparedRow px = Prepare(DType::Q4_1, RandomRow(n, 32));
+  const PreparedRow px = Prepare(DType::Q4_1, testing::GaussianRow(n, 32));
   detail::Acc8 acc;
   float seq = 0;
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -230,8 +218,8 @@ TEST(QuantDotExtra, DifferentBlockOrderChangesBits) {
     seq += c;
   }
   const float kernel = Portable(DType::Q4_1)(w.data(), px);
-  EXPECT_EQ(Bits(acc.Sum()), Bits(kernel));
-  EXPECT_NE(Bits(seq), Bits(kernel));
+  EXPECT_EQ(testing::FloatBits(acc.Sum()), testing::FloatBits(kernel));
+  EXPECT_NE(testing::FloatBits(seq), testing::FloatBits(kernel));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "testing/random.h"
 
 namespace lockstep::quant {
 namespace {
@@ -21,14 +22,6 @@ namespace {
 constexpr int64_t kK = 2048;  // row length
 constexpr int64_t kM = 48;    // weight rows (outputs)
 constexpr int64_t kR = 7;     // activation rows (batch)
-
-std::vector<float> Gaussian(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 struct Problem {
   DType t;
@@ -38,8 +31,8 @@ struct Problem {
 };
 
 Problem Make(DType t) {
-  Problem p{t, {}, Gaussian(kR * kK, 11), RowBytes(t, kK)};
-  const auto wf = Gaussian(kM * kK, 5);
+  Problem p{t, {}, testing::GaussianRow(kR * kK, 11), RowBytes(t, kK)};
+  const auto wf = testing::GaussianRow(kM * kK, 5);
   p.w.resize(p.row_bytes * kM);
   for (int64_t j = 0; j < kM; ++j)
     QuantizeRow(t, wf.data() + j * kK, p.w.data() + j * p.row_bytes, kK);

@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "testing/random.h"
 
 namespace lockstep::quant {
 namespace {
@@ -100,14 +101,6 @@ TEST(QuantGolden, QuantizeReferenceBytesExact) {
   EXPECT_EQ(checked, 9);
 }
 
-std::vector<float> RandomRow(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> x(static_cast<size_t>(n));
-  for (auto& v : x) v = dist(rng);
-  return x;
-}
-
 // Relative RMS error of dequantize(quantize(x)) for Gaussian data, with per-type bounds that
 // sit a little above the error of an optimal uniform quantizer with that many levels.
 TEST(QuantRoundTrip, KQuantsAndLegacyErrorBounds) {
@@ -120,7 +113,7 @@ TEST(QuantRoundTrip, KQuantsAndLegacyErrorBounds) {
   const int64_t n = 4096;
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(Name(c.t)));
-    const auto x = RandomRow(n, 7);
+    const auto x = testing::GaussianRow(n, 7);
     std::vector<uint8_t> q(RowBytes(c.t, n)), q2(q.size());
     QuantizeRow(c.t, x.data(), q.data(), n);
     QuantizeRow(c.t, x.data(), q2.data(), n);
@@ -169,7 +162,7 @@ std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> w(RowBytes(t, n));
   if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
-    const auto x = RandomRow(n, seed);
+    const auto x = testing::GaussianRow(n, seed);
     QuantizeRow(t, x.data(), w.data(), n);
     return w;
   }
@@ -215,12 +208,6 @@ const DType kFastTypes[] = {DType::F32,    DType::F16,   DType::BF16, DType::Q8_
                             DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
                             DType::Q4_K,   DType::Q5_K,  DType::Q6_K, DType::IQ4_XS};
 
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-
 // Every kernel level the CPU has (AVX-512, AVX2) equals the portable kernels bit for bit, for
 // 1 to 4 weight rows per call and lengths with and without a tail of blocks; DotRow equals
 // them too; and all are close to the f32 dot of the dequantized weights (the maths check).
@@ -242,7 +229,7 @@ TEST(QuantDot, EveryIsaMatchesPortableBitForBitAndIsAccurate) {
           ws.push_back(RandomWeights(t, n, 10 * seed + c));
           ptrs[c] = ws.back().data();
         }
-        const auto x = RandomRow(n, 100 + seed);
+        const auto x = testing::GaussianRow(n, 100 + seed);
         PreparedRow px;
         PrepareRow(t, x.data(), n, &px);
         float portable[kMaxDotCols];
@@ -254,11 +241,11 @@ TEST(QuantDot, EveryIsaMatchesPortableBitForBitAndIsAccurate) {
             float out[kMaxDotCols];
             DotColsIsa(isa, ptrs, cols, px, out);
             for (int c = 0; c < cols; ++c)
-              ASSERT_EQ(Bits(out[c]), Bits(portable[c]))
+              ASSERT_EQ(testing::FloatBits(out[c]), testing::FloatBits(portable[c]))
                   << IsaName(isa) << " n=" << n << " cols=" << cols << " c=" << c;
           }
         }
-        ASSERT_EQ(Bits(DotRow(ptrs[0], px)), Bits(portable[0]));
+        ASSERT_EQ(testing::FloatBits(DotRow(ptrs[0], px)), testing::FloatBits(portable[0]));
         std::vector<float> wf(static_cast<size_t>(n));
         DequantizeRow(t, ws[0].data(), wf.data(), n);
         double ref = 0, mag = 0;
@@ -280,15 +267,15 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
     std::vector<std::vector<float>> rows;
     const float* ptrs[kMaxDotCols];
     for (int c = 0; c < kMaxDotCols; ++c) {
-      rows.push_back(RandomRow(n, 300 + c));
+      rows.push_back(testing::GaussianRow(n, 300 + c));
       ptrs[c] = rows.back().data();
     }
-    const auto b = RandomRow(n, 400);
+    const auto b = testing::GaussianRow(n, 400);
     for (int cols = 1; cols <= kMaxDotCols; ++cols) {
       float out[kMaxDotCols];
       DotF32Cols(ptrs, cols, b.data(), n, out);
       for (int c = 0; c < cols; ++c)
-        ASSERT_EQ(Bits(out[c]), Bits(DotF32(ptrs[c], b.data(), n)))
+        ASSERT_EQ(testing::FloatBits(out[c]), testing::FloatBits(DotF32(ptrs[c], b.data(), n)))
             << "n=" << n << " cols=" << cols << " c=" << c;
     }
   }
@@ -298,14 +285,14 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
 TEST(QuantDot, DifferentOrderChangesBits) {
   const int64_t n = 4096;
   const auto w = RandomWeights(DType::F32, n, 3);
-  const auto x = RandomRow(n, 4);
+  const auto x = testing::GaussianRow(n, 4);
   PreparedRow px;
   PrepareRow(DType::F32, x.data(), n, &px);
   const float canonical = DotRow(w.data(), px);
   const auto* wf = reinterpret_cast<const float*>(w.data());
   float seq = 0;
   for (int64_t i = 0; i < n; ++i) seq += wf[i] * x[i];
-  EXPECT_NE(Bits(canonical), Bits(seq));
+  EXPECT_NE(testing::FloatBits(canonical), testing::FloatBits(seq));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // order of llama.cpp's graph and transformers' Gemma4TextDecoderLayer; every intermediate is
 // named so dump and compare tools need no model changes.
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include <fmt/format.h>
@@ -72,14 +73,15 @@ Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
   // KV-sharing layers project only Q).
   const int64_t kv_width = static_cast<int64_t>(l.n_head_kv) * l.head_dim;
   Tensor q = ctx.New(q_width), k, v;
-  std::vector<backend::Backend::MatMulOut> qkv = {{&w.attn_q, &q}};
+  backend::Backend::MatMulOut qkv[3] = {{&w.attn_q, &q}};
+  size_t n_qkv = 1;
   if (kv.write) {
     k = ctx.New(kv_width);
     v = ctx.New(kv_width);
-    qkv.push_back({&w.attn_k, &k});
-    if (!l.v_from_k) qkv.push_back({&w.attn_v, &v});
+    qkv[n_qkv++] = {&w.attn_k, &k};
+    if (!l.v_from_k) qkv[n_qkv++] = {&w.attn_v, &v};
   }
-  be.MatMuls(h, qkv);
+  be.MatMuls(h, std::span(qkv, n_qkv));
   be.RmsNorm(q, &w.attn_q_norm, eps, l.head_dim, 1.0f, &q);
   be.Rope(&q, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
   ctx.Emit(il, "q", q);
@@ -160,8 +162,10 @@ void OutputHead(LayerCtx& ctx, const Tensor& x, std::span<const int32_t> out_row
   out->n_vocab = ctx.c.n_vocab;
   out->n_embd = ctx.c.n_embd;
   be.ToHost(logits, &out->logits);
-  if (want_hidden) be.ToHost(sel, &out->hidden);
-  else out->hidden.clear();
+  if (want_hidden)
+    be.ToHost(sel, &out->hidden);
+  else
+    out->hidden.clear();
   if (ctx.obs) (*ctx.obs)("result_output", logits);
 }
 
