@@ -20,14 +20,6 @@ inline __m256i DotS8S8(__m256i w, __m256i x) {
   return DotU8S8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
 }
 
-template <int kBytes>
-inline __m256 LoadW(const uint8_t* w, int64_t i) {
-  if constexpr (kBytes == 4)
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
-  else
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-}
-
 // F32/F16 weights against float activations, kCols weight rows at once: each row's lanes add
 // in DotF32's order (separate multiply and add), the rows only share the activation loads.
 template <int kBytes, int kCols>

@@ -39,6 +39,14 @@ inline int32_t ActBsum(const uint8_t* blk, int g) {
   std::memcpy(&s, blk + 260 + 2 * g, 2);
   return s;
 }
+// Eight F32 (kBytes 4) or F16 (kBytes 2) weights from element i, as floats (exact).
+template <int kBytes>
+inline __m256 LoadW(const uint8_t* w, int64_t i) {
+  if constexpr (kBytes == 4)
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
+  else
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
+}
 inline __m256i LoadY(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }

@@ -4,26 +4,21 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_rows.h"
-#include "core/half.h"
+#include "quant/dot_x86.h"
 
 namespace lockstep::backend {
 namespace {
 
-template <bool kHalf>
-inline __m256 LoadW(const uint8_t* w, int64_t i) {
-  if constexpr (kHalf) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 2 * i)));
-  } else {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(w + 4 * i));
-  }
-}
+using quant::detail::Half;
+using quant::detail::LoadW;
 
+// One weight as a float. Built from dot_x86.h's header-local helpers: an AVX2-compiled copy
+// of a shared inline function (core/half.h) could otherwise be picked by the linker for
+// portable callers.
 template <bool kHalf>
 inline float ScalarW(const uint8_t* w, int64_t i) {
   if constexpr (kHalf) {
-    uint16_t h;
-    std::memcpy(&h, w + 2 * i, 2);
-    return HalfToFloat(h);
+    return Half(w + 2 * i);
   } else {
     float f;
     std::memcpy(&f, w + 4 * i, 4);
@@ -42,7 +37,7 @@ void Rows(const uint8_t* w, const float* const* x, int64_t n, float* out) {
   for (; i + 8 <= n; i += 8) {
     if ((i * kBytes) % 64 == 0)
       _mm_prefetch(reinterpret_cast<const char*>(w + kBytes * i + next_row), _MM_HINT_T0);
-    const __m256 wv = LoadW<kHalf>(w, i);
+    const __m256 wv = LoadW < kHalf ? 2 : 4 > (w, i);
     for (int r = 0; r < kRows; ++r)
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(wv, _mm256_loadu_ps(x[r] + i)));
   }
