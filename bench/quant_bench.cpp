@@ -2,7 +2,6 @@
 // a measured memory read bandwidth (large buffer sum); `membw_frac` is their ratio.
 #include <benchmark/benchmark.h>
 
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -10,33 +9,13 @@
 
 #include "core/dtype.h"
 #include "quant/quant.h"
+#include "read_bandwidth.h"
 
 namespace lockstep::quant {
 namespace {
 
 constexpr int64_t kK = 4096;
 constexpr size_t kWeightBytesTarget = 64u << 20;  // larger than the caches: a streaming read
-
-// Read bandwidth in bytes/s: best of a few sums over a 256 MiB buffer.
-double MeasureReadBandwidth() {
-  std::vector<uint64_t> buf((256u << 20) / 8);
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i * 0x9E3779B97F4A7C15ull;
-  double best = 0;
-  for (int rep = 0; rep < 4; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i < buf.size(); i += 4) {
-      s0 += buf[i];
-      s1 += buf[i + 1];
-      s2 += buf[i + 2];
-      s3 += buf[i + 3];
-    }
-    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>(buf.size() * 8) / sec);
-  }
-  return best;
-}
 
 void DotBench(benchmark::State& state, DType t, int batch, double membw) {
   const size_t row_bytes = RowBytes(t, kK);
@@ -72,8 +51,8 @@ void DotBench(benchmark::State& state, DType t, int batch, double membw) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  const double membw = quant::MeasureReadBandwidth();
-  std::printf("memory read bandwidth (256 MiB sum, best of 4): %.2f GB/s\n", membw / 1e9);
+  const double membw = ReadBandwidth().Measure(1);  // the benchmarks run on one thread
+  std::printf("memory read bandwidth (1 thread, 512 MiB sum, best of 3): %.2f GB/s\n", membw / 1e9);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
                   DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int batch : {1, 8}) {

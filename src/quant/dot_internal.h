@@ -23,8 +23,6 @@ constexpr int kQ8x256Bytes = 292;
 
 // The activation format DotRow's fast path wants for weights of type `t` (kF32: generic).
 ActFormat ActivationFormat(DType t);
-// True when `t` has an integer/float fast kernel (else DotRow dequantizes + DotF32).
-bool HasFastDot(DType t);
 
 using RowDotFn = float (*)(const uint8_t* w, const PreparedRow& x);
 // out[c] = dot(w[c], x) for c < n_cols (1..kMaxDotCols).

@@ -221,10 +221,6 @@ ActFormat ActivationFormat(DType t) {
   }
 }
 
-bool HasFastDot(DType t) {
-  return PortableDot(t) != nullptr;
-}
-
 RowDotFn PortableDot(DType t) {
   switch (t) {
     case DType::F32:
