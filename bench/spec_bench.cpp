@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "engine/generate.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "model/synthetic_assistant.h"
-#include "spec/generate.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -110,17 +110,17 @@ int main(int argc, char** argv) {
   std::printf("target %s\ndraft  %s%s\nthreads %d, %zu prompts, %d tokens each, greedy\n",
               paths.target.c_str(), paths.draft.c_str(), paths.synthetic ? " (synthetic echo)" : "",
               threads, prompts.size(), n_predict);
-  spec::GenerateOptions opt;
+  engine::GenerateOptions opt;
   opt.n_predict = n_predict;
   // Untimed warm-up (page cache, CPU clocks, worker threads) so plain, measured first, is not
   // penalised against the speculative runs after it.
   for (int i = 0; i < 2; ++i)
-    if (!spec::GeneratePlain(**target, prompts[0], opt).ok()) return 1;
+    if (!engine::Generate(**target, nullptr, prompts[0], opt).ok()) return 1;
   std::vector<std::vector<int32_t>> ref;
   double plain_ms = 0;
   int64_t plain_tokens = 0;
   for (const auto& p : prompts) {
-    auto r = spec::GeneratePlain(**target, p, opt);
+    auto r = engine::Generate(**target, nullptr, p, opt);
     if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().message().c_str()), 1;
     plain_ms += r->generate_ms;
     plain_tokens += static_cast<int64_t>(r->tokens.size());
@@ -132,12 +132,13 @@ int main(int argc, char** argv) {
   std::printf("%-6s %9.1f %8s %10s %10s %8s\n", "plain", plain_tps, "1.00x", "-", "1.00", "-");
   for (int k = 1; k <= k_max; ++k) {
     opt.draft_max = k;
+    opt.adaptive_draft = false;  // this bench measures each K as given
     double ms = 0;
     int64_t tokens = 0, rounds = 0, drafted = 0, accepted = 0;
     std::vector<int64_t> d_at(static_cast<size_t>(k)), a_at(static_cast<size_t>(k));
     bool exact = true;
     for (size_t i = 0; i < prompts.size(); ++i) {
-      auto r = spec::GenerateSpeculative(**target, **draft, prompts[i], opt);
+      auto r = engine::GenerateSpeculative(**target, **draft, prompts[i], opt);
       if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().message().c_str()), 1;
       exact = exact && r->tokens == ref[i];
       ms += r->generate_ms;

@@ -14,8 +14,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
+#include "engine/engine.h"
+#include "engine/generate.h"
 #include "lab/accept.h"
-#include "lab/batch_decode.h"
 #include "lab/diverge.h"
 #include "lab/identity_diff.h"
 #include "lab/logprobs.h"
@@ -23,8 +24,7 @@
 #include "lab/stream.h"
 #include "model/assistant.h"
 #include "model/synthetic_assistant.h"
-#include "spec/generate.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "testing/models.h"
 
 namespace lockstep {
@@ -148,9 +148,9 @@ std::vector<int32_t> Prompt(int seed, int n) {
 }
 
 std::vector<int32_t> Greedy(const model::Model& m, const std::vector<int32_t>& prompt, int n) {
-  spec::GenerateOptions opt;
+  engine::GenerateOptions opt;
   opt.n_predict = n;
-  auto r = spec::GeneratePlain(m, prompt, opt);
+  auto r = engine::Generate(m, nullptr, prompt, opt);
   CHECK(r.ok());
   return r->tokens;
 }
@@ -211,12 +211,23 @@ TEST(LabBatchDecode, EachSequenceMatchesPlainDecodeAtEveryWidth) {
   for (const auto& p : prompts) ref.push_back(Greedy(*t.m, p, 12));
   for (size_t w = 1; w <= prompts.size(); ++w) {
     std::vector<std::vector<int32_t>> sub(prompts.begin(), prompts.begin() + w);
-    lab::BatchDecodeOptions opt;
-    opt.n_predict = 12;
-    opt.prefill_rows = 5;  // forces prompts to be split across mixed forwards
-    auto out = lab::DecodeBatch(*t.m, sub, opt);
+    engine::Options eo;
+    eo.n_seq_max = static_cast<int>(w);
+    eo.n_ctx = 64;
+    eo.prefill_chunk = 5;  // forces prompts to be split across mixed forwards
+    auto eng = engine::Engine::Create(*t.m, nullptr, eo);
+    ASSERT_TRUE(eng.ok()) << eng.status().message();
+    std::vector<engine::Request> reqs;
+    for (const auto& p : sub) {
+      engine::Request r;
+      r.prompt = p;
+      r.n_predict = 12;
+      reqs.push_back(std::move(r));
+    }
+    auto out = engine::RunAll(**eng, std::move(reqs));
     ASSERT_TRUE(out.ok()) << out.status().message();
-    for (size_t i = 0; i < w; ++i) EXPECT_EQ((*out)[i], ref[i]) << "width " << w << " seq " << i;
+    for (size_t i = 0; i < w; ++i)
+      EXPECT_EQ((*out)[i].tokens, ref[i]) << "width " << w << " seq " << i;
   }
   EXPECT_NE(ref[0], ref[1]);  // negative control: different prompts do give different outputs
 }
@@ -307,17 +318,19 @@ TEST(LabAccept, ReplayOnTheTargetsOwnStreamReproducesRealSpeculationCounters) {
   Pair p = LoadPair();
   for (int k : {1, 3, 5}) {
     const auto prompt = Prompt(4 + k, 8);
-    spec::GenerateOptions g;
+    engine::GenerateOptions g;
     g.n_predict = 40;
     g.draft_max = k;
-    auto real = spec::GenerateSpeculative(*p.t.m, *p.draft, prompt, g);
+    g.adaptive_draft = false;
+    auto real = engine::GenerateSpeculative(*p.t.m, *p.draft, prompt, g);
     ASSERT_TRUE(real.ok()) << real.status().message();
-    auto pass = lab::RunForcedPass(*p.t.m, prompt, real->tokens);
-    ASSERT_TRUE(pass.ok()) << pass.status().message();
-    EXPECT_EQ(pass->greedy_match, pass->scored);
-    spec::AssistantProposer proposer(*p.assistant, 0.0f);
-    auto rep = lab::ReplayAcceptance(*pass, proposer, {k, 16});
+    speculative::AssistantProposer proposer(*p.assistant, 1);
+    lab::AcceptOptions ao;
+    ao.draft_max = k;
+    ao.segment = 16;
+    auto rep = lab::MeasureAcceptance(*p.t.m, proposer, prompt, real->tokens, ao);
     ASSERT_TRUE(rep.ok()) << rep.status().message();
+    EXPECT_EQ(rep->greedy_match, rep->scored);
     EXPECT_EQ(rep->stats.rounds, real->draft.rounds) << k;
     EXPECT_EQ(rep->stats.drafted, real->draft.drafted) << k;
     EXPECT_EQ(rep->stats.accepted, real->draft.accepted) << k;
@@ -332,15 +345,17 @@ TEST(LabAccept, ReplayOnTheTargetsOwnStreamReproducesRealSpeculationCounters) {
 }
 
 // Proposes the stream's own continuation (everything accepted) or a token that never matches.
-class StreamOracle : public spec::Proposer {
+class StreamOracle : public speculative::Proposer {
  public:
   StreamOracle(std::vector<int32_t> all, bool wrong) : all_(std::move(all)), wrong_(wrong) {}
-  Status Draft(int32_t, std::span<const float>, int pos, int max, backend::KvStore&,
-               std::vector<int32_t>* drafts) override {
-    drafts->clear();
-    for (int j = 0; j < max; ++j) {
-      const int32_t next = all_[static_cast<size_t>(pos + 1 + j)];
-      drafts->push_back(wrong_ ? (next + 1) % 256 : next);
+  Status Draft(std::span<const speculative::DraftRequest> reqs, const backend::Tensor&,
+               backend::KvStore&, std::span<std::vector<int32_t>* const> out) override {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      out[i]->clear();
+      for (int j = 0; j < reqs[i].max; ++j) {
+        const int32_t next = all_[static_cast<size_t>(reqs[i].pos + 1 + j)];
+        out[i]->push_back(wrong_ ? (next + 1) % 256 : next);
+      }
     }
     return Status::Ok();
   }
@@ -354,17 +369,21 @@ TEST(LabAccept, OracleAndAdversarialProposersBoundTheRate) {
   Target t = LoadMoe();
   const auto prompt = Prompt(9, 6);
   const auto stream = Prompt(30, 41);  // any stream: acceptance is counted against it
-  auto pass = lab::RunForcedPass(*t.m, prompt, stream);
-  ASSERT_TRUE(pass.ok());
-  StreamOracle right(pass->all, false), wrong(pass->all, true);
-  auto r = lab::ReplayAcceptance(*pass, right, {4, 10});
-  ASSERT_TRUE(r.ok());
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), stream.begin(), stream.end());
+  StreamOracle right(all, false), wrong(all, true);
+  lab::AcceptOptions ao;
+  ao.draft_max = 4;
+  ao.segment = 10;
+  auto r = lab::MeasureAcceptance(*t.m, right, prompt, stream, ao);
+  ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->stats.rate(), 1.0);
   EXPECT_EQ(r->mean_accepted(), 4.0);  // 40 tokens after the first: 8 rounds of 4 + bonus
-  auto w = lab::ReplayAcceptance(*pass, wrong, {4, 10});
+  auto w = lab::MeasureAcceptance(*t.m, wrong, prompt, stream, ao);
   ASSERT_TRUE(w.ok());
   EXPECT_EQ(w->stats.accepted, 0);
-  EXPECT_EQ(w->stats.rounds, 40);  // one position per round
+  // One token per round; the round that emits the stream's last token has nothing to draft.
+  EXPECT_EQ(w->stats.rounds, 39);
 }
 
 // The embedded default pair (skipped until it is trained): the replay along the target's own
@@ -382,16 +401,17 @@ TEST(LabAccept, DefaultPairReplayMatchesGenerate) {
   auto assistant = model::Assistant::Pair(**target, **draft);
   ASSERT_TRUE(assistant.ok()) << assistant.status().message();
   const std::vector<int32_t> prompt = {2, 947, 334, 1034, 581, 309};  // "class Stack:"
-  spec::GenerateOptions g;
+  engine::GenerateOptions g;
   g.n_predict = 64;
   g.draft_max = 4;
-  auto real = spec::GenerateSpeculative(**target, **draft, prompt, g);
+  g.adaptive_draft = false;
+  auto real = engine::GenerateSpeculative(**target, **draft, prompt, g);
   ASSERT_TRUE(real.ok()) << real.status().message();
-  auto pass = lab::RunForcedPass(**target, prompt, real->tokens);
-  ASSERT_TRUE(pass.ok());
-  spec::AssistantProposer proposer(**assistant, 0.0f);
-  auto rep = lab::ReplayAcceptance(*pass, proposer, {4, 64});
-  ASSERT_TRUE(rep.ok());
+  speculative::AssistantProposer proposer(**assistant, 1);
+  lab::AcceptOptions ao;
+  ao.draft_max = 4;
+  auto rep = lab::MeasureAcceptance(**target, proposer, prompt, real->tokens, ao);
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
   EXPECT_EQ(rep->stats.drafted_at, real->draft.drafted_at);
   EXPECT_EQ(rep->stats.accepted_at, real->draft.accepted_at);
   EXPECT_EQ(rep->stats.rounds, real->draft.rounds);

@@ -10,12 +10,12 @@
 #include <memory>
 
 #include "backend/cpu/cpu_backend.h"
+#include "engine/generate.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "model/synthetic_assistant.h"
 #include "quant/quant.h"
-#include "spec/generate.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "testing/backends.h"
 #include "testing/models.h"
 
@@ -82,18 +82,19 @@ void CheckPair(const Pair& p, int n_prompts, int n_predict, const sample::Settin
                Totals* tot) {
   Loaded one = Load(p, 1), two = Load(p, 2);
   ASSERT_TRUE(one.draft && two.draft);
-  spec::GenerateOptions opt;
+  engine::GenerateOptions opt;
   opt.n_predict = n_predict;
   opt.sampling = s;
   for (int i = 0; i < n_prompts; ++i) {
     const auto prompt = Prompt(i, one.target->config().n_vocab);
-    auto ref = spec::GeneratePlain(*one.target, prompt, opt);
+    auto ref = engine::Generate(*one.target, nullptr, prompt, opt);
     ASSERT_TRUE(ref.ok()) << ref.status().message();
     ASSERT_EQ(ref->tokens.size(), static_cast<size_t>(n_predict));
     for (const Loaded* l : {&one, &two}) {
       for (int k : kKs) {
         opt.draft_max = k;
-        auto got = spec::GenerateSpeculative(*l->target, *l->draft, prompt, opt);
+        opt.adaptive_draft = false;
+        auto got = engine::GenerateSpeculative(*l->target, *l->draft, prompt, opt);
         ASSERT_TRUE(got.ok()) << got.status().message();
         ASSERT_EQ(got->tokens, ref->tokens)
             << p.draft << " prompt " << i << " K " << k << " threads " << l->be->threads();
@@ -198,19 +199,22 @@ TEST(SpecExactness, DefaultPair) {
 
 // Drafts the plain output itself, corrupting a seeded fraction of drafts: long accepted runs,
 // all-accepted rounds (bonus from the last row) and mismatches at every depth.
-class OracleProposer : public spec::Proposer {
+class OracleProposer : public speculative::Proposer {
  public:
   OracleProposer(std::vector<int32_t> truth, int n_prompt, double p_wrong, int vocab)
       : truth_(std::move(truth)), n_prompt_(n_prompt), p_wrong_(p_wrong), vocab_(vocab) {}
-  Status Draft(int32_t, std::span<const float> h, int pos, int max, backend::KvStore&,
-               std::vector<int32_t>* drafts) override {
-    EXPECT_FALSE(h.empty());
-    drafts->clear();
-    for (int j = 0; j < max; ++j) {
-      const size_t idx = static_cast<size_t>(pos + 1 + j - n_prompt_);
-      int32_t d = idx < truth_.size() ? truth_[idx] : 0;
-      if (sample::UniformAt(4242, pos, j) < p_wrong_) d = (d + 1) % vocab_;
-      drafts->push_back(d);
+  Status Draft(std::span<const speculative::DraftRequest> reqs, const backend::Tensor& hidden,
+               backend::KvStore&, std::span<std::vector<int32_t>* const> out) override {
+    EXPECT_FALSE(hidden.empty());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      out[i]->clear();
+      const int pos = reqs[i].pos;
+      for (int j = 0; j < reqs[i].max; ++j) {
+        const size_t idx = static_cast<size_t>(pos + 1 + j - n_prompt_);
+        int32_t d = idx < truth_.size() ? truth_[idx] : 0;
+        if (sample::UniformAt(4242, pos, j) < p_wrong_) d = (d + 1) % vocab_;
+        out[i]->push_back(d);
+      }
     }
     return Status::Ok();
   }
@@ -232,22 +236,23 @@ TEST(SpecExactness, OracleProposerStopTokensAndBudgets) {
   int64_t accepted = 0, drafted = 0, stopped_inside = 0;
   for (int i = 0; i < 30; ++i) {
     const auto prompt = Prompt(i, V);
-    spec::GenerateOptions opt;
+    engine::GenerateOptions opt;
     opt.n_predict = 32;
     opt.sampling = i % 3 ? Greedy() : Sampled(i);
-    auto full = spec::GeneratePlain(target, prompt, opt);
+    auto full = engine::Generate(target, nullptr, prompt, opt);
     ASSERT_TRUE(full.ok());
     for (double p_wrong : {0.0, 0.2, 0.6}) {
       for (int k : kKs) {
         for (int variant = 0; variant < 3; ++variant) {
-          spec::GenerateOptions o = opt;
+          engine::GenerateOptions o = opt;
           o.draft_max = k;
+          o.adaptive_draft = false;
           if (variant == 1) o.n_predict = 1 + (i * 5 + k) % 31;  // budget ends mid-run
           if (variant == 2) o.stop_tokens = {full->tokens[static_cast<size_t>(3 + (i + k) % 20)]};
-          auto ref = spec::GeneratePlain(target, prompt, o);
+          auto ref = engine::Generate(target, nullptr, prompt, o);
           ASSERT_TRUE(ref.ok());
           OracleProposer oracle(full->tokens, static_cast<int>(prompt.size()), p_wrong, V);
-          auto got = spec::GenerateWithProposer(target, oracle, prompt, o);
+          auto got = engine::Generate(target, &oracle, prompt, o);
           ASSERT_TRUE(got.ok()) << got.status().message();
           ASSERT_EQ(got->tokens, ref->tokens)
               << "prompt " << i << " K " << k << " p_wrong " << p_wrong << " variant " << variant;
@@ -296,7 +301,7 @@ TEST(SpecExactness, PairingErrorsAreClear) {
   r = model::Assistant::Pair(**target, **other);  // a target is not a drafter
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("gemma4-assistant"), std::string::npos);
-  auto g = spec::GenerateSpeculative(**target, **d_vocab, std::vector<int32_t>{2, 7}, {});
+  auto g = engine::GenerateSpeculative(**target, **d_vocab, std::vector<int32_t>{2, 7}, {});
   EXPECT_FALSE(g.ok());
 }
 
@@ -340,7 +345,7 @@ TEST(SpecExactnessNegativeControl, ShapeDependentMatmulBreaksEquality) {
   ASSERT_FALSE(target_path.empty());
   const std::string draft_path =
       AssistantPath("spec-dense-draft", model::AssistantSpecFor(testing::DenseSpec()));
-  spec::GenerateOptions opt;
+  engine::GenerateOptions opt;
   opt.n_predict = 24;
   opt.draft_max = 4;
   // Prompts (of 50) whose speculative ids differ from plain ids on `be`.
@@ -350,8 +355,8 @@ TEST(SpecExactnessNegativeControl, ShapeDependentMatmulBreaksEquality) {
     int differ = 0;
     for (int i = 0; l.draft && i < 50; ++i) {
       const auto prompt = Prompt(i, l.target->config().n_vocab);
-      auto plain = spec::GeneratePlain(*l.target, prompt, opt);
-      auto fast = spec::GenerateSpeculative(*l.target, *l.draft, prompt, opt);
+      auto plain = engine::Generate(*l.target, nullptr, prompt, opt);
+      auto fast = engine::GenerateSpeculative(*l.target, *l.draft, prompt, opt);
       EXPECT_TRUE(plain.ok() && fast.ok());
       if (plain.ok() && fast.ok()) differ += plain->tokens != fast->tokens;
     }

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/check.h"
 #include "core/dtype.h"
+#include "sample/sampler.h"
 
 namespace lockstep::backend {
 
@@ -22,30 +24,57 @@ class Tensor {
   float* data() const { return data_; }  // device pointer on device backends
   float* row(int64_t r) const { return data_ + r * cols_; }
   bool empty() const { return data_ == nullptr; }
+  int64_t capacity() const { return capacity_; }  // elements the storage holds
+  // The same storage seen as [rows, cols] (contiguous, rows * cols <= capacity): activation
+  // buffers are allocated once at their largest and viewed at each step's size.
+  Tensor View(int64_t rows, int64_t cols) const;
 
  private:
   friend class Backend;
   std::shared_ptr<void> storage_;
   float* data_ = nullptr;
-  int64_t rows_ = 0, cols_ = 0;
+  int64_t rows_ = 0, cols_ = 0, capacity_ = 0;
+};
+
+// A vector of int32 in backend memory (token ids, positions, slots, row indices).
+class IntTensor {
+ public:
+  IntTensor() = default;
+  int64_t size() const { return size_; }
+  int32_t* data() const { return data_; }  // device pointer on device backends
+  std::span<const int32_t> span() const { return {data_, static_cast<size_t>(size_)}; }
+  std::span<const int32_t> first(int64_t n) const { return {data_, static_cast<size_t>(n)}; }
+
+ private:
+  friend class Backend;
+  std::shared_ptr<void> storage_;
+  int32_t* data_ = nullptr;
+  int64_t size_ = 0;
 };
 
 // A weight tensor as the backend holds it (for the CPU: a view into the mmapped GGUF file).
 struct Weight {
   std::string name;
   DType type = DType::F32;
-  std::vector<int64_t> ne;   // ggml order
+  std::vector<int64_t> ne;  // ggml order
   const void* data = nullptr;
-  size_t row_bytes = 0;      // bytes per ne[0]-row
-  int64_t n_rows() const;    // product of ne[1..]
+  size_t row_bytes = 0;    // bytes per ne[0]-row
+  int64_t n_rows() const;  // product of ne[1..]
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
   explicit operator bool() const { return data != nullptr; }
 };
 
-// Where each row of a batch sits: its sequence slot and absolute position.
+// Where each row of a batch sits: its sequence slot and absolute position (spans over backend
+// memory: the step inputs).
 struct RowInfo {
   std::span<const int32_t> pos;
   std::span<const int32_t> seq;
+};
+
+// How one output row picks its token: a pure function of (settings, position, logits).
+struct SampleRow {
+  sample::Settings settings;
+  int64_t position = 0;  // absolute position of the token being chosen
 };
 
 class KvStore;  // per-layer K/V storage, defined in kv/
@@ -56,10 +85,16 @@ class Backend {
   virtual std::string name() const = 0;
   virtual int threads() const = 0;
 
-  // Memory. Contents of a new tensor are unspecified.
+  // Memory. Contents of a new tensor are unspecified. Allocation happens when a model, a cache
+  // or an engine is set up, never inside a step.
   virtual Tensor NewTensor(int64_t rows, int64_t cols) = 0;
+  virtual IntTensor NewIntTensor(int64_t n) = 0;
   virtual void ToHost(const Tensor& t, std::vector<float>* out) = 0;
   virtual void FromHost(std::span<const float> src, Tensor* t) = 0;
+  // Copies src into the first src.size() elements of t (one upload per step input).
+  virtual void Upload(std::span<const int32_t> src, IntTensor* t) = 0;
+  // Copies the first out.size() elements of t to the host.
+  virtual void Download(const IntTensor& t, std::span<int32_t> out) = 0;
   // Makes a weight usable by ops (a device upload for device backends; a view on the CPU).
   virtual Weight PrepareWeight(Weight host_view) = 0;
 
@@ -104,6 +139,9 @@ class Backend {
   virtual void CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) = 0;
   // y[i] = x[rows[i]].
   virtual void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) = 0;
+  // y[dst[i]] = x[src[i]] for each i (other rows of y are left as they are).
+  virtual void CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
+                        std::span<const int32_t> dst) = 0;
   // y = concat(a, b) along columns.
   virtual void Concat(const Tensor& a, const Tensor& b, Tensor* y) = 0;
 
@@ -115,9 +153,14 @@ class Backend {
   // positions in (p - window, p] (window <= 0: from 0), scale 1, GQA head mapping
   // h / (H / Hkv). With include_self false the key at p itself is excluded (a drafter's query
   // at the next position reads only what the target has cached).
-  virtual void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head,
-                         int n_head_kv, int head_dim, int window, bool include_self,
-                         const RowInfo& rows, Tensor* out) = 0;
+  virtual void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
+                         int head_dim, int window, bool include_self, const RowInfo& rows,
+                         Tensor* out) = 0;
+
+  // ids[i] = the token output row i selects under rows[i] (sample::Select: greedy argmax with
+  // ties to the lowest id, or counter-based Gumbel-max). Only ids cross to the host.
+  virtual void SelectTokens(const Tensor& logits, std::span<const SampleRow> rows,
+                            IntTensor* ids) = 0;
 
   // Mixture of experts (Gemma 4): per row, softmax over router logits, top-k, renormalise,
   // y = sum_e w_e * down_scale[e] * down_e(gelu(gate_e x) * up_e x). With `up` null, `gate`
@@ -134,8 +177,30 @@ class Backend {
     t.data_ = data;
     t.rows_ = rows;
     t.cols_ = cols;
+    t.capacity_ = rows * cols;
+    return t;
+  }
+  static IntTensor WrapInts(std::shared_ptr<void> storage, int32_t* data, int64_t n) {
+    IntTensor t;
+    t.storage_ = std::move(storage);
+    t.data_ = data;
+    t.size_ = n;
     return t;
   }
 };
+
+inline Tensor Tensor::View(int64_t rows, int64_t cols) const {
+  CHECKF(rows >= 0 && cols >= 0 && rows * cols <= capacity_, "view [{}, {}] of a {}-element tensor",
+         rows, cols, capacity_);
+  Tensor t = *this;
+  t.rows_ = rows;
+  t.cols_ = cols;
+  return t;
+}
+
+// The one place that names concrete backends: "cpu" (and "cuda" once it exists).
+std::unique_ptr<Backend> Create(std::string_view name, int n_threads);
+// Names Create accepts, for --help texts and errors.
+std::vector<std::string> Available();
 
 }  // namespace lockstep::backend

@@ -1,7 +1,6 @@
 // CLI helpers: parsing id lists, default paths, identity blocks and generate's JSON.
 #include "cli/common.h"
 
-
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -128,13 +127,13 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
   return j;
 }
 
-nlohmann::json TimingsJson(const spec::GenerateResult& r) {
+nlohmann::json TimingsJson(const engine::GenerateResult& r) {
   const double tps = r.generate_ms > 0 ? 1000.0 * r.tokens.size() / r.generate_ms : 0.0;
   return {{"prompt_ms", r.prompt_ms}, {"generate_ms", r.generate_ms}, {"tokens_per_second", tps}};
 }
 
 nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
-                            std::span<const int32_t> prompt, const spec::GenerateResult& r,
+                            std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity) {
   nlohmann::json j = {{"tokens", r.tokens},
                       {"text", text},
@@ -145,22 +144,25 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
   if (!rec.draft_path.empty()) {
     nlohmann::json per = nlohmann::json::array();
     for (size_t i = 0; i < r.draft.drafted_at.size(); ++i)
-      per.push_back(r.draft.drafted_at[i] ? static_cast<double>(r.draft.accepted_at[i]) /
-                                                r.draft.drafted_at[i]
-                                          : 0.0);
-    j["draft"] = {{"drafted", r.draft.drafted}, {"accepted", r.draft.accepted},
-                  {"rate", r.draft.rate()}, {"per_position", per}, {"rounds", r.draft.rounds}};
+      per.push_back(r.draft.drafted_at[i]
+                        ? static_cast<double>(r.draft.accepted_at[i]) / r.draft.drafted_at[i]
+                        : 0.0);
+    j["draft"] = {{"drafted", r.draft.drafted},
+                  {"accepted", r.draft.accepted},
+                  {"rate", r.draft.rate()},
+                  {"per_position", per},
+                  {"rounds", r.draft.rounds}};
   }
   if (with_identity) j["identity"] = IdentityJson(rec, settings, r.tokens);
   return j;
 }
 
 std::string SummaryLine(const nlohmann::json& j) {
-  std::string s = fmt::format("lockstep: {} prompt + {} generated tokens, prompt {:.1f} ms, "
-                              "{:.2f} tokens/s",
-                              j["n_prompt"].get<size_t>(), j["n_generated"].get<size_t>(),
-                              j["timings"]["prompt_ms"].get<double>(),
-                              j["timings"]["tokens_per_second"].get<double>());
+  std::string s = fmt::format(
+      "lockstep: {} prompt + {} generated tokens, prompt {:.1f} ms, "
+      "{:.2f} tokens/s",
+      j["n_prompt"].get<size_t>(), j["n_generated"].get<size_t>(),
+      j["timings"]["prompt_ms"].get<double>(), j["timings"]["tokens_per_second"].get<double>());
   if (j.contains("draft"))
     s += fmt::format(", draft acceptance {:.3f} ({} / {})", j["draft"]["rate"].get<double>(),
                      j["draft"]["accepted"].get<int64_t>(), j["draft"]["drafted"].get<int64_t>());
@@ -171,6 +173,13 @@ std::string SummaryLine(const nlohmann::json& j) {
                          j["plain"]["tokens_per_second"].get<double>(),
                      j["plain_equal"].get<bool>() ? "yes" : "NO");
   return s;
+}
+
+Expected<DType> ParseCacheType(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  return Status::Errorf("cache type '{}' is not one of f32, f16, bf16", name);
 }
 
 }  // namespace lockstep::cli

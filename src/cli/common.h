@@ -8,8 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/dtype.h"
 #include "core/status.h"
-#include "spec/generate.h"
+#include "engine/generate.h"
 
 namespace lockstep::cli {
 
@@ -36,11 +37,13 @@ std::string FileSha256(const std::string& path);
 // Hex xxh64-free stable hash (SHA-256) of token ids as little-endian int32.
 std::string IdsSha256(std::span<const int32_t> ids);
 
-nlohmann::json TimingsJson(const spec::GenerateResult& r);
+nlohmann::json TimingsJson(const engine::GenerateResult& r);
 // With `with_identity`, adds the identity block (hashes the model files: ~0.3 s per 30 MB).
 nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings,
-                            std::span<const int32_t> prompt, const spec::GenerateResult& r,
+                            std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
+// KV cache element types by llama.cpp's --cache-type-k/v names: f32, f16, bf16.
+Expected<DType> ParseCacheType(const std::string& name);
 
 }  // namespace lockstep::cli

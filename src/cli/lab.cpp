@@ -10,14 +10,14 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
+#include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "lab/report.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
 #include "model/model.h"
-#include "spec/proposer.h"
+#include "speculative/proposer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
@@ -66,7 +66,7 @@ void AddMargins(CLI::App* app, Common& c) {
 
 // A loaded target with its tokenizer (when the file has one).
 struct Loaded {
-  std::unique_ptr<backend::CpuBackend> be;
+  std::unique_ptr<backend::Backend> be;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::string path;
@@ -75,7 +75,7 @@ struct Loaded {
 Expected<Loaded> LoadTarget(const Common& c) {
   Loaded l;
   l.path = c.model.empty() ? DefaultModelPath("target") : c.model;
-  l.be = std::make_unique<backend::CpuBackend>(c.threads);
+  l.be = backend::Create("cpu", c.threads);
   LS_ASSIGN_OR_RETURN(l.model, model::Model::Load(l.path, *l.be));
   if (auto t = tokenizer::Tokenizer::FromGguf(l.model->file()); t.ok()) l.tok = std::move(*t);
   return l;
@@ -201,20 +201,19 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
     dmodels.push_back(std::move(*m));
     assistants.push_back(std::move(*a));
   }
-  std::vector<lab::ForcedPass> passes;
-  for (const auto& s : *streams) {
-    auto p = lab::RunForcedPass(*l->model, s.prompt, s.tokens);
-    if (!p.ok()) return Fail(p.status().WithContext(s.source));
-    passes.push_back(std::move(*p));
-  }
   std::vector<lab::AcceptCell> cells;
   for (size_t si = 0; si < streams->size(); ++si)
     for (size_t di = 0; di < drafts.size(); ++di) {
-      spec::AssistantProposer proposer(*assistants[di], p_min);
-      auto r = lab::ReplayAcceptance(passes[si], proposer, {draft_max, segment});
-      if (!r.ok()) return Fail(r.status());
-      cells.push_back({(*streams)[si].source, std::filesystem::path(drafts[di]).filename().string(),
-                       &passes[si], std::move(*r)});
+      speculative::AssistantProposer proposer(*assistants[di], 1);
+      lab::AcceptOptions opt;
+      opt.draft_max = draft_max;
+      opt.segment = segment;
+      opt.p_min = p_min;
+      const auto& s = (*streams)[si];
+      auto r = lab::MeasureAcceptance(*l->model, proposer, s.prompt, s.tokens, opt);
+      if (!r.ok()) return Fail(r.status().WithContext(s.source));
+      cells.push_back({s.source, std::filesystem::path(drafts[di]).filename().string(),
+                       std::move(*r)});
     }
   json j = lab::AcceptJson(cells);
   RunRecord rec{"lab accept", l->path, drafts.front(), l->be->name(), l->be->threads()};
@@ -224,7 +223,9 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
     settings["streams"].push_back(s.source);
     settings["context_tokens"].push_back(s.prompt);
   }
-  j["identity"] = IdentityJson(rec, settings, passes.front().all);
+  std::vector<int32_t> first = streams->front().prompt;
+  first.insert(first.end(), streams->front().tokens.begin(), streams->front().tokens.end());
+  j["identity"] = IdentityJson(rec, settings, first);
   matrix = matrix || streams->size() > 1 || drafts.size() > 1;
   Print(c, j, lab::AcceptText(cells, matrix));
   return 0;

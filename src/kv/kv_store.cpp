@@ -1,6 +1,8 @@
 // KvStore: allocates one K and one V tensor per KV-owning layer through the backend.
 #include "kv/kv_store.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace lockstep::backend {
@@ -15,6 +17,17 @@ KvStore::KvStore(Backend& backend, const model::ModelConfig& config, int n_seq, 
     k_[il] = backend.NewTensor(static_cast<int64_t>(n_seq) * n_ctx, width);
     v_[il] = backend.NewTensor(static_cast<int64_t>(n_seq) * n_ctx, width);
   }
+}
+
+Status KvStore::SharePrefix(int dst, int src, int n_pos) {
+  if (dst == src || n_pos < 0 || n_pos > n_ctx_) return Status::Error("kv: bad prefix share");
+  for (size_t il = 0; il < k_.size(); ++il) {
+    if (k_[il].empty()) continue;
+    for (Tensor* t : {&k_[il], &v_[il]})
+      std::copy(t->row(row_index(src, 0)), t->row(row_index(src, n_pos)),
+                t->row(row_index(dst, 0)));
+  }
+  return Status::Ok();
 }
 
 size_t KvStore::bytes() const {

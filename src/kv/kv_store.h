@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/status.h"
 #include "model/config.h"
 
 namespace lockstep::backend {
@@ -25,6 +26,11 @@ class KvStore {
   Tensor& v(int layer) { return v_[layer]; }
   int64_t row_index(int seq, int pos) const { return static_cast<int64_t>(seq) * n_ctx_ + pos; }
   size_t bytes() const;
+  // Slot bookkeeping (a contiguous store needs none: positions are overwritten as written).
+  void Release(int) {}
+  void Truncate(int, int) {}
+  // dst's positions [0, n_pos) become a copy of src's.
+  Status SharePrefix(int dst, int src, int n_pos);
 
  private:
   int n_seq_, n_ctx_;

@@ -1,40 +1,25 @@
-// Forced-stream acceptance: speculative decoding replayed along a fixed token stream, so
-// drafters, engines or builds are compared on identical content.
+// Forced-stream acceptance: real speculative decoding, through the engine, with the target's
+// selections replaced by a fixed token stream, so drafters, engines or builds are compared on
+// identical content and the counters are generate --draft's by construction.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
 #include "model/model.h"
-#include "spec/generate.h"
-#include "spec/proposer.h"
+#include "speculative/acceptance.h"
+#include "speculative/proposer.h"
 
 namespace lockstep::lab {
 
-// The target teacher-forced over context + stream once: its cache holds every position and
-// `hidden` every row's post-norm state, so any number of drafters can replay against it.
-struct ForcedPass {
-  std::vector<int32_t> all;  // context + stream
-  int n_prompt = 0;          // positions before the first stream token the replay emits
-  int n_context = 0;         // context tokens before the stream (stream index = pos - this)
-  std::unique_ptr<backend::KvStore> kv;
-  int n_embd = 0;
-  std::vector<float> hidden;  // [all.size() - 1, n_embd]; row p predicted position p + 1
-  int64_t greedy_match = 0;   // stream tokens equal to the target's own greedy choice
-  int64_t scored = 0;         // stream tokens with a predicting row
-};
-
-// With an empty context the first stream token serves as the prompt.
-Expected<ForcedPass> RunForcedPass(const model::Model& target, std::span<const int32_t> context,
-                                   std::span<const int32_t> stream, int chunk = 128);
-
 struct AcceptOptions {
   int draft_max = 3;
-  int segment = 64;  // stream tokens per segment of the per-segment table
+  int segment = 64;       // stream tokens per segment of the per-segment table
+  bool adaptive = false;  // fixed K by default: acceptance at one K is what engines compare
+  float p_min = 0.0f;     // drafter probability floor, as generate --draft-p-min
+  int prefill_chunk = 256;
 };
 
 struct SegmentStats {
@@ -44,17 +29,21 @@ struct SegmentStats {
 };
 
 struct AcceptResult {
-  spec::DraftStats stats;  // same counters generate --draft reports
+  speculative::DraftStats stats;  // the counters generate --draft reports
   std::vector<SegmentStats> segments;
+  int64_t greedy_match = 0;  // stream tokens equal to the target's own greedy choice
+  int64_t scored = 0;        // stream tokens the target chose a token for
   // Accepted drafts per round that drafted anything.
   double mean_accepted() const;
 };
 
-// Replays the speculative loop of spec::GenerateWithProposer along the stream: a round at
-// position pos drafts from (stream[pos], hidden of row pos - 1, cache < pos), counts the
-// drafts matching stream[pos + 1 ..], and advances pos by accepted + 1. On a stream that is
-// the target's own greedy output this reproduces generate --draft's counters exactly.
-Expected<AcceptResult> ReplayAcceptance(ForcedPass& pass, spec::Proposer& proposer,
-                                        const AcceptOptions& opt);
+// Speculates along `stream` after `context` (with an empty context the first stream token is
+// the prompt): each round drafts from the engine's state, the target verifies, and drafts count
+// as accepted while they equal the stream. On a stream that is the target's own greedy output
+// this is exactly a generate --draft run (same counters, same rounds).
+Expected<AcceptResult> MeasureAcceptance(const model::Model& target,
+                                         speculative::Proposer& proposer,
+                                         std::span<const int32_t> context,
+                                         std::span<const int32_t> stream, const AcceptOptions& opt);
 
 }  // namespace lockstep::lab

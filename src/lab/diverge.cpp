@@ -1,6 +1,8 @@
 // First divergence of two streams and the margins at the fork.
 #include "lab/diverge.h"
 
+#include "engine/generate.h"
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -50,19 +52,14 @@ Expected<ForkAnalysis> AnalyzeFork(const model::Model& model, std::span<const in
       return Status::Errorf("token {} at position {} is outside the vocabulary ({})", prefix[i], i,
                             n_vocab);
   const int n = static_cast<int>(prefix.size());
-  auto kv = model.NewKv(1, n);
-  model::ForwardResult res;
-  model::Batch batch;
+  prefix.push_back(a[static_cast<size_t>(d.index)]);  // the scored position n
+  ForkAnalysis f;
   constexpr int kChunk = 128;
-  for (int start = 0; start < n; start += kChunk) {
-    batch.Clear();
-    const int end = std::min(n, start + kChunk);
-    for (int p = start; p < end; ++p) batch.Add(prefix[p], p, 0, p == n - 1);
-    LS_RETURN_IF_ERROR(model.Forward(batch, *kv, &res));
-  }
-  ForkAnalysis f =
-      ClassifyFork(std::span<const float>(res.logits_row(0), size_t(n_vocab)),
-                   a[static_cast<size_t>(d.index)], b[static_cast<size_t>(d.index)], opt);
+  LS_RETURN_IF_ERROR(
+      engine::TeacherForce(model, prefix, n, kChunk, [&](int32_t, std::span<const float> logits) {
+        f = ClassifyFork(logits, a[static_cast<size_t>(d.index)], b[static_cast<size_t>(d.index)],
+                         opt);
+      }));
   f.a.pos = f.b.pos = n;
   f.a.index = f.b.index = d.index;
   return f;

@@ -1,6 +1,8 @@
 // Teacher-forced logprobs, ranks, top-k and margins over a fixed stream.
 #include "lab/logprobs.h"
 
+#include "engine/generate.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -62,27 +64,15 @@ Expected<std::vector<PositionStats>> TeacherForce(const model::Model& model,
     if (all[i] >= n_vocab)
       return Status::Errorf("token {} at position {} is outside the model's vocabulary ({})",
                             all[i], i, n_vocab);
-  const int n = static_cast<int>(all.size());
   const int first = std::max<int>(1, static_cast<int>(context.size()));  // first scored position
-  auto kv = model.NewKv(1, n);
   std::vector<PositionStats> out;
-  model::ForwardResult res;
-  model::Batch batch;
-  chunk = std::max(1, chunk);
-  for (int start = 0; start < n - 1; start += chunk) {
-    batch.Clear();
-    const int end = std::min(n - 1, start + chunk);  // the last token predicts nothing scored
-    for (int p = start; p < end; ++p) batch.Add(all[p], p, 0, p + 1 >= first);
-    LS_RETURN_IF_ERROR(model.Forward(batch, *kv, &res));
-    for (size_t r = 0; r < res.rows.size(); ++r) {
-      const int p = batch.pos[static_cast<size_t>(res.rows[r])] + 1;  // predicted position
-      PositionStats s = AnalyzeLogits(
-          std::span<const float>(res.logits_row(r), static_cast<size_t>(n_vocab)), all[p], opt);
-      s.pos = p;
-      s.index = p - static_cast<int64_t>(context.size());
-      out.push_back(std::move(s));
-    }
-  }
+  LS_RETURN_IF_ERROR(
+      engine::TeacherForce(model, all, first, chunk, [&](int32_t p, std::span<const float> logits) {
+        PositionStats s = AnalyzeLogits(logits, all[static_cast<size_t>(p)], opt);
+        s.pos = p;
+        s.index = p - static_cast<int64_t>(context.size());
+        out.push_back(std::move(s));
+      }));
   return out;
 }
 

@@ -5,23 +5,22 @@
 #include <memory>
 #include <set>
 
-#include "backend/cpu/cpu_backend.h"
-#include "lab/batch_decode.h"
+#include "backend/backend.h"
+#include "engine/generate.h"
 #include "model/model.h"
-#include "spec/generate.h"
 
 namespace lockstep::lab {
 namespace {
 
-spec::GenerateOptions GenOptions(const ProbeOptions& opt) {
-  spec::GenerateOptions g;
+engine::GenerateOptions GenOptions(const ProbeOptions& opt) {
+  engine::GenerateOptions g;
   g.n_predict = opt.n_predict;
   g.sampling = opt.sampling;
   g.stop_tokens = opt.stop_tokens;
   return g;
 }
 
-ProbeRun FromResult(std::string label, Expected<spec::GenerateResult> r) {
+ProbeRun FromResult(std::string label, Expected<engine::GenerateResult> r) {
   ProbeRun run{std::move(label), {}, {}};
   if (r.ok())
     run.tokens = std::move(r->tokens);
@@ -30,12 +29,24 @@ ProbeRun FromResult(std::string label, Expected<spec::GenerateResult> r) {
   return run;
 }
 
-BatchDecodeOptions BatchOptions(const ProbeOptions& opt) {
-  BatchDecodeOptions b;
-  b.n_predict = opt.n_predict;
-  b.sampling = opt.sampling;
-  b.stop_tokens = opt.stop_tokens;
-  return b;
+// The prompts decoded together by one engine (prefill chunks of 64 rows, so steps mix
+// sequences); the generated ids of each, in prompt order.
+Expected<std::vector<std::vector<int32_t>>> DecodeTogether(
+    const model::Model& m, const std::vector<std::vector<int32_t>>& prompts,
+    const ProbeOptions& opt) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  engine::Options eo;
+  eo.n_seq_max = static_cast<int>(prompts.size());
+  eo.n_ctx = static_cast<int>(longest) + opt.n_predict;
+  eo.prefill_chunk = 64;
+  LS_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(m, nullptr, eo));
+  std::vector<engine::Request> reqs;
+  for (const auto& p : prompts) reqs.push_back(engine::ToRequest(p, GenOptions(opt), false));
+  LS_ASSIGN_OR_RETURN(auto results, engine::RunAll(*eng, std::move(reqs)));
+  std::vector<std::vector<int32_t>> out;
+  for (auto& r : results) out.push_back(std::move(r.tokens));
+  return out;
 }
 
 // (a) The prompt alone, then at a varying slot among width-1 filler prompts.
@@ -47,7 +58,7 @@ std::vector<ProbeRun> BatchWidth(const model::Model& m, const ProbeOptions& opt)
       prompts.push_back(opt.fillers[static_cast<size_t>(i) % opt.fillers.size()]);
     const int slot = w / 2;  // not always first: the slot must not matter either
     prompts.insert(prompts.begin() + slot, opt.prompt);
-    auto r = DecodeBatch(m, prompts, BatchOptions(opt));
+    auto r = DecodeTogether(m, prompts, opt);
     ProbeRun run{fmt::format("width {} (slot {})", w, slot), {}, {}};
     if (r.ok())
       run.tokens = (*r)[static_cast<size_t>(slot)];
@@ -63,9 +74,9 @@ std::vector<ProbeRun> Duplicates(const model::Model& m, const ProbeOptions& opt)
   std::vector<ProbeRun> runs;
   for (int i = 0; i < opt.duplicates; ++i)
     runs.push_back(FromResult(fmt::format("request {}", i + 1),
-                              spec::GeneratePlain(m, opt.prompt, GenOptions(opt))));
+                              engine::Generate(m, nullptr, opt.prompt, GenOptions(opt))));
   std::vector<std::vector<int32_t>> copies(static_cast<size_t>(opt.duplicates), opt.prompt);
-  auto r = DecodeBatch(m, copies, BatchOptions(opt));
+  auto r = DecodeTogether(m, copies, opt);
   for (int i = 0; i < opt.duplicates; ++i) {
     ProbeRun run{fmt::format("batch copy {}", i + 1), {}, {}};
     if (r.ok())
@@ -81,12 +92,14 @@ std::vector<ProbeRun> Duplicates(const model::Model& m, const ProbeOptions& opt)
 std::vector<ProbeRun> Speculation(const model::Model& m, const model::Model& d,
                                   const ProbeOptions& opt) {
   std::vector<ProbeRun> runs;
-  runs.push_back(FromResult("K=0 (plain)", spec::GeneratePlain(m, opt.prompt, GenOptions(opt))));
+  runs.push_back(
+      FromResult("K=0 (plain)", engine::Generate(m, nullptr, opt.prompt, GenOptions(opt))));
   for (int k = 1; k <= opt.max_k; ++k) {
-    spec::GenerateOptions g = GenOptions(opt);
+    engine::GenerateOptions g = GenOptions(opt);
     g.draft_max = k;
+    g.adaptive_draft = false;  // K itself is what this mode varies
     runs.push_back(
-        FromResult(fmt::format("K={}", k), spec::GenerateSpeculative(m, d, opt.prompt, g)));
+        FromResult(fmt::format("K={}", k), engine::GenerateSpeculative(m, d, opt.prompt, g)));
   }
   return runs;
 }
@@ -95,14 +108,14 @@ std::vector<ProbeRun> Speculation(const model::Model& m, const model::Model& d,
 std::vector<ProbeRun> Threads(const ProbeOptions& opt) {
   std::vector<ProbeRun> runs;
   for (int t = 1; t <= opt.max_threads; ++t) {
-    backend::CpuBackend be(t);
-    auto m = model::Model::Load(opt.model_path, be);
+    auto be = backend::Create("cpu", t);
+    auto m = model::Model::Load(opt.model_path, *be);
     if (!m.ok()) {
       runs.push_back({fmt::format("threads {}", t), {}, m.status().message()});
       continue;
     }
     runs.push_back(FromResult(fmt::format("threads {}", t),
-                              spec::GeneratePlain(**m, opt.prompt, GenOptions(opt))));
+                              engine::Generate(**m, nullptr, opt.prompt, GenOptions(opt))));
   }
   return runs;
 }
@@ -139,11 +152,11 @@ void SummarizeMode(const model::Model& m, std::span<const int32_t> prompt,
 Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt) {
   if (opt.prompt.empty()) return Status::Error("probe: the prompt has no tokens");
   if (opt.fillers.empty()) return Status::Error("probe: no filler prompts for the batch mode");
-  backend::CpuBackend be(opt.threads);
-  LS_ASSIGN_OR_RETURN(auto target, model::Model::Load(opt.model_path, be));
+  auto be = backend::Create("cpu", opt.threads);
+  LS_ASSIGN_OR_RETURN(auto target, model::Model::Load(opt.model_path, *be));
   std::unique_ptr<model::Model> draft;
   if (!opt.draft_path.empty()) {
-    LS_ASSIGN_OR_RETURN(draft, model::Model::Load(opt.draft_path, be));
+    LS_ASSIGN_OR_RETURN(draft, model::Model::Load(opt.draft_path, *be));
   }
   std::vector<ProbeMode> modes;
   for (const std::string& name : opt.modes) {

@@ -175,9 +175,8 @@ json AcceptJson(const std::vector<AcceptCell>& cells) {
               {"mean_accepted", c.result.mean_accepted()},
               {"per_position", per},
               {"segments", segs}};
-    if (c.pass)
-      j["target_greedy_match"] =
-          c.pass->scored ? double(c.pass->greedy_match) / c.pass->scored : 0.0;
+    if (c.result.scored)
+      j["target_greedy_match"] = double(c.result.greedy_match) / c.result.scored;
     arr.push_back(j);
   }
   return {{"results", arr}};
@@ -212,9 +211,9 @@ std::string AcceptText(const std::vector<AcceptCell>& cells, bool matrix) {
     out += fmt::format("stream {} x drafter {}\n", c.stream, c.draft);
     out += fmt::format("acceptance {:.4f} ({} / {} drafts), {} rounds, mean accepted length {:.3f}",
                        st.rate(), st.accepted, st.drafted, st.rounds, c.result.mean_accepted());
-    if (c.pass && c.pass->scored)
+    if (c.result.scored)
       out += fmt::format(", target greedy on {:.1f}% of the stream",
-                         100.0 * c.pass->greedy_match / c.pass->scored);
+                         100.0 * c.result.greedy_match / c.result.scored);
     out += "\n\n";
     Table per({">draft position", ">drafted", ">accepted", ">rate"});
     for (size_t k = 0; k < st.drafted_at.size(); ++k)

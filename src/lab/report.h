@@ -39,7 +39,6 @@ std::string DivergeText(const DivergeInput& in, const tokenizer::Tokenizer* tok)
 // accept: one cell per (stream, drafter).
 struct AcceptCell {
   std::string stream, draft;
-  const ForcedPass* pass = nullptr;
   AcceptResult result;
 };
 nlohmann::json AcceptJson(const std::vector<AcceptCell>& cells);

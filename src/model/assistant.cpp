@@ -103,80 +103,123 @@ Expected<std::unique_ptr<Assistant>> Assistant::Pair(const Model& target, const 
   return a;
 }
 
+Workspace Assistant::NewWorkspace(int max_rows) const {
+  return Workspace(drafter_.backend(), drafter_.config(), max_rows, max_rows);
+}
+
+Status Assistant::CheckRows(const Batch& batch, const backend::KvStore& kv) const {
+  const ModelConfig& dc = drafter_.config();
+  const int n = batch.size();
+  if (n == 0) return Status::Error("draft: empty batch");
+  if (static_cast<int>(batch.out_rows.size()) != n)
+    return Status::Errorf("draft: {} rows but {} outputs (every draft row is an output)", n,
+                          batch.out_rows.size());
+  for (int r = 0; r < n; ++r) {
+    if (batch.tokens[r] < 0 || batch.tokens[r] >= dc.n_vocab)
+      return Status::Errorf("draft: token id {} outside vocabulary of {}", batch.tokens[r],
+                            dc.n_vocab);
+    // At least one cached key (pos >= 1); positions up to n_ctx read keys inside the cache.
+    if (batch.pos[r] < 1 || batch.pos[r] > kv.n_ctx())
+      return Status::Errorf("draft: position {} outside [1, {}]", batch.pos[r], kv.n_ctx());
+    if (batch.seq[r] < 0 || batch.seq[r] >= kv.n_seq())
+      return Status::Errorf("draft: sequence slot {} outside {} slots", batch.seq[r], kv.n_seq());
+  }
+  for (int t : kv_layer_)
+    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV store has no layer {}", t);
+  return Status::Ok();
+}
+
+Status Assistant::Step(const Batch& batch, backend::KvStore& kv, Workspace& ws, DraftOutputs* out,
+                       const TensorObserver* obs) const {
+  LS_RETURN_IF_ERROR(CheckRows(batch, kv));
+  const ModelConfig& dc = drafter_.config();
+  const int64_t bb = n_bb();
+  ws.Upload(batch);
+  const StepInputs& in = ws.in;
+  Activations& a = ws.act;
+  const int n = in.n_rows;
+  backend::Backend& be = drafter_.backend();
+  const ModelWeights& w = drafter_.weights();
+  LayerCtx ctx{be, layer_config_, w, a, in.rows(), obs, n};
+  Tensor emb = ctx.View(a.draft_emb, bb), h_in = ctx.View(a.draft_h, bb);
+  Tensor inp = ctx.View(a.draft_inp, 2 * bb);
+  // The TARGET's embedding table, scaled by sqrt of the target width (Gemma's scaled embedding).
+  be.GetRows(target_.weights().token_embd, in.tokens.first(n), std::sqrt(static_cast<float>(bb)),
+             &emb);
+  be.Concat(emb, h_in, &inp);
+  ctx.Emit(-1, "draft_inp", inp);
+  Tensor x = ctx.View(a.draft_x, dc.n_embd);
+  be.MatMul(w.nextn_pre_projection, inp, &x);
+  for (int il = 0; il < dc.n_layer; ++il) {
+    LayerKv lkv{&kv, kv_layer_[static_cast<size_t>(il)], /*write=*/false, /*include_self=*/false};
+    Tensor y = ctx.View(a.layer_io[il % 2], dc.n_embd);
+    DecoderLayer(ctx, il, x, lkv, nullptr, &y);
+    x = y;
+  }
+  Tensor hn = ctx.View(a.result_norm, dc.n_embd);
+  be.RmsNorm(x, &w.output_norm, dc.rms_eps, dc.n_embd, 1.0f, &hn);
+  ctx.Emit(-1, "result_norm", hn);
+
+  Tensor logits = ctx.View(a.logits, dc.n_vocab);
+  if (dc.ordered_embeddings) {
+    CentroidHead(ws, hn, &logits, obs);
+  } else {  // no final softcap on the drafter (transformers and llama.cpp agree)
+    be.MatMul(dc.tied_output ? w.token_embd : w.output, hn, &logits);
+  }
+  Tensor h_next = ctx.View(a.draft_h_next, bb);
+  be.MatMul(w.nextn_post_projection, hn, &h_next);
+  ctx.Emit(-1, "draft_h", h_next);
+  out->logits = logits;
+  out->h_next = h_next;
+  out->n = n;
+  return Status::Ok();
+}
+
 Status Assistant::Step(const DraftRows& in, backend::KvStore& kv, DraftResult* out,
                        const TensorObserver* obs) const {
-  const ModelConfig& dc = drafter_.config();
   const int n = static_cast<int>(in.tokens.size());
   const int64_t bb = n_bb();
-  if (n == 0) return Status::Error("draft: empty batch");
   if (in.h.size() != static_cast<size_t>(n * bb) || in.pos.size() != static_cast<size_t>(n) ||
       in.seq.size() != static_cast<size_t>(n))
     return Status::Errorf("draft: {} rows but {} hidden values, {} positions, {} slots", n,
                           in.h.size(), in.pos.size(), in.seq.size());
-  for (int r = 0; r < n; ++r) {
-    if (in.tokens[r] < 0 || in.tokens[r] >= dc.n_vocab)
-      return Status::Errorf("draft: token id {} outside vocabulary of {}", in.tokens[r],
-                            dc.n_vocab);
-    // At least one cached key (pos >= 1); positions up to n_ctx read keys inside the cache.
-    if (in.pos[r] < 1 || in.pos[r] > kv.n_ctx())
-      return Status::Errorf("draft: position {} outside [1, {}]", in.pos[r], kv.n_ctx());
-    if (in.seq[r] < 0 || in.seq[r] >= kv.n_seq())
-      return Status::Errorf("draft: sequence slot {} outside {} slots", in.seq[r], kv.n_seq());
+  Batch batch;
+  for (int r = 0; r < n; ++r) batch.Add(in.tokens[r], in.pos[r], in.seq[r], true);
+  Workspace ws = NewWorkspace(std::max(1, n));
+  if (n > 0) {
+    Tensor h_in = ws.act.draft_h.View(n, bb);
+    drafter_.backend().FromHost(in.h, &h_in);
   }
-  for (int t : kv_layer_)
-    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV store has no layer {}", t);
-
-  backend::Backend& be = drafter_.backend();
-  const ModelWeights& w = drafter_.weights();
-  LayerCtx ctx{be, layer_config_, w, {in.pos, in.seq}, obs, n};
-  Tensor emb = ctx.New(bb), hin = ctx.New(bb), inp = ctx.New(2 * bb);
-  // The TARGET's embedding table, scaled by sqrt of the target width (Gemma's scaled embedding).
-  be.GetRows(target_.weights().token_embd, in.tokens, std::sqrt(static_cast<float>(bb)), &emb);
-  be.FromHost(in.h, &hin);
-  be.Concat(emb, hin, &inp);
-  ctx.Emit(-1, "draft_inp", inp);
-  Tensor x = ctx.New(dc.n_embd);
-  be.MatMul(w.nextn_pre_projection, inp, &x);
-  for (int il = 0; il < dc.n_layer; ++il) {
-    LayerKv lkv{&kv, kv_layer_[static_cast<size_t>(il)], /*write=*/false, /*include_self=*/false};
-    x = DecoderLayer(ctx, il, x, lkv, nullptr);
-  }
-  Tensor hn = ctx.New(dc.n_embd);
-  be.RmsNorm(x, &w.output_norm, dc.rms_eps, dc.n_embd, 1.0f, &hn);
-  ctx.Emit(-1, "result_norm", hn);
-
-  out->n_vocab = dc.n_vocab;
+  DraftOutputs step;
+  LS_RETURN_IF_ERROR(Step(batch, kv, ws, &step, obs));
+  out->n_vocab = drafter_.config().n_vocab;
   out->n_bb = static_cast<int>(bb);
-  if (dc.ordered_embeddings) {
-    CentroidHead(be, hn, n, &out->logits, obs);
-  } else {  // no final softcap on the drafter (transformers and llama.cpp agree)
-    Tensor logits = ctx.New(dc.n_vocab);
-    be.MatMul(dc.tied_output ? w.token_embd : w.output, hn, &logits);
-    be.ToHost(logits, &out->logits);
-  }
-  Tensor h_next = ctx.New(bb);
-  be.MatMul(w.nextn_post_projection, hn, &h_next);
-  ctx.Emit(-1, "draft_h", h_next);
-  be.ToHost(h_next, &out->h_next);
+  drafter_.backend().ToHost(step.logits, &out->logits);
+  drafter_.backend().ToHost(step.h_next, &out->h_next);
   return Status::Ok();
 }
 
 // Scores only the tokens of the top-k centroids: centroid logits, top-k clusters (ties to the
 // lower cluster id), their token ids from the ordering table, a row-restricted LM head. Other
 // tokens get -inf, so a softmax (the draft probability) covers the candidates only.
-void Assistant::CentroidHead(backend::Backend& be, const Tensor& hn, int rows,
-                             std::vector<float>* logits, const TensorObserver* obs) const {
+// The top-k and the scatter run on the host for now (scratch kept in the workspace).
+void Assistant::CentroidHead(Workspace& ws, const Tensor& hn, Tensor* logits,
+                             const TensorObserver* obs) const {
+  backend::Backend& be = drafter_.backend();
   const ModelConfig& dc = drafter_.config();
   const ModelWeights& w = drafter_.weights();
+  const int rows = static_cast<int>(hn.rows());
   const int nc = dc.n_centroids, k = dc.centroid_top_k, per = dc.n_vocab / nc;
   const int64_t n_cand = static_cast<int64_t>(k) * per;
-  Tensor cl = be.NewTensor(rows, nc);
+  Tensor cl = ws.act.centroid_logits.View(rows, nc);
   be.MatMul(w.centroids, hn, &cl);
   if (obs) (*obs)("centroid_logits", cl);
-  std::vector<float> c_host;
+  std::vector<float>& c_host = ws.host_floats;
   be.ToHost(cl, &c_host);
-  std::vector<int32_t> ids(static_cast<size_t>(rows * n_cand));
-  std::vector<int32_t> order(static_cast<size_t>(nc));
+  std::vector<int32_t>& ids = ws.host_ids;
+  ids.resize(static_cast<size_t>(rows * n_cand));
+  std::vector<int32_t>& order = ws.host_order;
+  order.resize(static_cast<size_t>(nc));
   for (int r = 0; r < rows; ++r) {
     const float* c = c_host.data() + static_cast<size_t>(r) * nc;
     std::iota(order.begin(), order.end(), 0);
@@ -186,15 +229,18 @@ void Assistant::CentroidHead(backend::Backend& be, const Tensor& hn, int rows,
     for (int j = 0; j < k; ++j)
       std::copy_n(ordering_.data() + static_cast<size_t>(order[j]) * per, per, dst + j * per);
   }
-  Tensor cand = be.NewTensor(rows, n_cand);
-  be.MatMulRows(dc.tied_output ? w.token_embd : w.output, hn, ids, n_cand, &cand);
-  std::vector<float> cand_host;
+  be.Upload(ids, &ws.in.candidate_ids);
+  Tensor cand = ws.act.draft_candidates.View(rows, n_cand);
+  be.MatMulRows(dc.tied_output ? w.token_embd : w.output, hn,
+                ws.in.candidate_ids.first(rows * n_cand), n_cand, &cand);
+  std::vector<float>& cand_host = ws.host_floats;
   be.ToHost(cand, &cand_host);
-  logits->assign(static_cast<size_t>(rows) * dc.n_vocab, -std::numeric_limits<float>::infinity());
+  std::vector<float>& full = ws.host_logits;
+  full.assign(static_cast<size_t>(rows) * dc.n_vocab, -std::numeric_limits<float>::infinity());
   for (int r = 0; r < rows; ++r)
     for (int64_t i = 0; i < n_cand; ++i)
-      (*logits)[static_cast<size_t>(r) * dc.n_vocab + ids[r * n_cand + i]] =
-          cand_host[r * n_cand + i];
+      full[static_cast<size_t>(r) * dc.n_vocab + ids[r * n_cand + i]] = cand_host[r * n_cand + i];
+  be.FromHost(full, logits);
 }
 
 }  // namespace lockstep::model

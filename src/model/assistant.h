@@ -20,6 +20,14 @@ struct DraftRows {
   std::span<const int32_t> seq;     // target KV sequence slot
 };
 
+// A draft step's outputs in backend memory (views into the workspace, valid until its next step).
+struct DraftOutputs {
+  backend::Tensor logits;  // [n, n_vocab]; centroid head: non-candidates are -inf
+  backend::Tensor h_next;  // [n, n_bb]
+  int n = 0;
+};
+
+// Host copies of a draft step's outputs (tests and tools).
 struct DraftResult {
   int n_vocab = 0;
   int n_bb = 0;
@@ -42,16 +50,25 @@ class Assistant {
   // Target layer whose cache drafter layer `il` attends over.
   int kv_layer(int il) const { return kv_layer_[static_cast<size_t>(il)]; }
 
-  // One drafter forward over the rows. Reads (never writes) `target_kv`. Intermediates are
-  // reported to `obs` as draft_inp, blk.<il>.*, result_norm, centroid_logits, result_output,
-  // draft_h.
+  // A workspace for the drafter: `max_rows` drafting sequences per step.
+  Workspace NewWorkspace(int max_rows) const;
+
+  // One drafter forward over the batch's rows (tokens whose successor is drafted, their
+  // positions and target KV slots; every row is an output). The backbone hidden state of each
+  // row must already be in ws.act.draft_h (rows 0..n-1). Reads (never writes) `target_kv`.
+  // Intermediates are reported to `obs` as draft_inp, blk.<il>.*, result_norm, centroid_logits,
+  // result_output, draft_h.
+  Status Step(const Batch& batch, backend::KvStore& target_kv, Workspace& ws, DraftOutputs* out,
+              const TensorObserver* obs = nullptr) const;
+  // The same from host rows, with the outputs copied to the host (tests and tools).
   Status Step(const DraftRows& in, backend::KvStore& target_kv, DraftResult* out,
               const TensorObserver* obs = nullptr) const;
 
  private:
   Assistant(const Model& target, const Model& drafter) : target_(target), drafter_(drafter) {}
-  void CentroidHead(backend::Backend& be, const backend::Tensor& hn, int rows,
-                    std::vector<float>* logits, const TensorObserver* obs) const;
+  Status CheckRows(const Batch& batch, const backend::KvStore& kv) const;
+  void CentroidHead(Workspace& ws, const backend::Tensor& hn, backend::Tensor* logits,
+                    const TensorObserver* obs) const;
 
   const Model& target_;
   const Model& drafter_;

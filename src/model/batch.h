@@ -10,16 +10,20 @@ struct Batch {
   std::vector<int32_t> tokens;
   std::vector<int32_t> pos;     // absolute position of each row in its sequence
   std::vector<int32_t> seq;     // sequence slot of each row
-  std::vector<uint8_t> output;  // 1 where the caller wants logits (and hidden) for the row
+  std::vector<int32_t> out_rows;  // rows whose logits (and hidden state) the caller wants, in order
 
-  void Add(int32_t token, int32_t position, int32_t slot, bool want_output) {
+  // Returns the row's index among the outputs (-1 when it is not an output).
+  int Add(int32_t token, int32_t position, int32_t slot, bool want_output) {
     tokens.push_back(token);
     pos.push_back(position);
     seq.push_back(slot);
-    output.push_back(want_output ? 1 : 0);
+    if (!want_output) return -1;
+    out_rows.push_back(size() - 1);
+    return static_cast<int>(out_rows.size()) - 1;
   }
   int size() const { return static_cast<int>(tokens.size()); }
-  void Clear() { tokens.clear(), pos.clear(), seq.clear(), output.clear(); }
+  // Keeps the capacity: a batch reused step after step allocates nothing.
+  void Clear() { tokens.clear(), pos.clear(), seq.clear(), out_rows.clear(); }
 };
 
 }  // namespace lockstep::model

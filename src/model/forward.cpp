@@ -15,73 +15,80 @@ namespace lockstep::model {
 
 using backend::Tensor;
 
-Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& a) {
+// The MLP (and, on MoE layers, the routed experts beside it) of one layer, into act.ffn_mlp or
+// act.ffn_sum; returns the tensor holding the result.
+Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
   const LayerConfig& l = ctx.c.layers[il];
   const LayerWeights& w = ctx.w.layers[il];
+  Activations& a = ctx.act;
   auto& be = ctx.be;
   const float eps = ctx.c.rms_eps;
-  Tensor u = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(a, &w.ffn_norm, eps, ctx.c.n_embd, 1.0f, &u);
-  Tensor g = ctx.New(l.n_ff), up = ctx.New(l.n_ff), act = ctx.New(l.n_ff);
-  const backend::Backend::MatMulOut gate_up[] = {{&w.ffn_gate, &g}, {&w.ffn_up, &up}};
-  be.MatMuls(u, gate_up);
-  be.GeluMul(g, 0, up, 0, l.n_ff, &act);
-  Tensor m = ctx.New(ctx.c.n_embd);
-  be.MatMul(w.ffn_down, act, &m);
-  ctx.Emit(il, "ffn_mlp", m);
-  if (!l.moe) return m;
+  const int64_t d = ctx.c.n_embd;
+  Tensor ffn_norm = ctx.View(a.ffn_norm, d);
+  be.RmsNorm(attn_out, &w.ffn_norm, eps, d, 1.0f, &ffn_norm);
+  Tensor gate = ctx.View(a.ffn_gate, l.n_ff), up = ctx.View(a.ffn_up, l.n_ff);
+  Tensor act = ctx.View(a.ffn_act, l.n_ff);
+  const backend::Backend::MatMulOut gate_up[] = {{&w.ffn_gate, &gate}, {&w.ffn_up, &up}};
+  be.MatMuls(ffn_norm, gate_up);
+  be.GeluMul(gate, 0, up, 0, l.n_ff, &act);
+  Tensor mlp = ctx.View(a.ffn_mlp, d);
+  be.MatMul(w.ffn_down, act, &mlp);
+  ctx.Emit(il, "ffn_mlp", mlp);
+  if (!l.moe) return mlp;
 
   // Shared MLP beside the routed experts.
-  Tensor m1 = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(m, &w.post_ffw_norm_1, eps, ctx.c.n_embd, 1.0f, &m1);
-  // Router input is the residual stream `a`, normalised without weight, times 1/sqrt(d) and
-  // the learned per-channel scale.
-  Tensor r = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(a, &w.ffn_gate_inp_scale, eps, ctx.c.n_embd,
-             1.0f / std::sqrt(static_cast<float>(ctx.c.n_embd)), &r);
-  Tensor logits = ctx.New(ctx.c.n_expert);
-  be.MatMul(w.ffn_gate_inp, r, &logits);
-  ctx.Emit(il, "ffn_moe_logits", logits);
-  Tensor e_in = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(a, &w.pre_ffw_norm_2, eps, ctx.c.n_embd, 1.0f, &e_in);
-  Tensor moe = ctx.New(ctx.c.n_embd);
+  Tensor mlp_post = ctx.View(a.mlp_post_norm, d);
+  be.RmsNorm(mlp, &w.post_ffw_norm_1, eps, d, 1.0f, &mlp_post);
+  // Router input is the residual stream, normalised without weight, times 1/sqrt(d) and the
+  // learned per-channel scale.
+  Tensor router_in = ctx.View(a.router_in, d);
+  be.RmsNorm(attn_out, &w.ffn_gate_inp_scale, eps, d, 1.0f / std::sqrt(static_cast<float>(d)),
+             &router_in);
+  Tensor router_logits = ctx.View(a.router_logits, ctx.c.n_expert);
+  be.MatMul(w.ffn_gate_inp, router_in, &router_logits);
+  ctx.Emit(il, "ffn_moe_logits", router_logits);
+  Tensor moe_in = ctx.View(a.moe_in, d);
+  be.RmsNorm(attn_out, &w.pre_ffw_norm_2, eps, d, 1.0f, &moe_in);
+  Tensor moe_out = ctx.View(a.moe_out, d);
   const bool fused = static_cast<bool>(w.ffn_gate_up_exps);
-  be.MoeFfn(e_in, logits, fused ? w.ffn_gate_up_exps : w.ffn_gate_exps,
+  be.MoeFfn(moe_in, router_logits, fused ? w.ffn_gate_up_exps : w.ffn_gate_exps,
             fused ? nullptr : &w.ffn_up_exps, w.ffn_down_exps,
-            w.ffn_down_exps_scale ? &w.ffn_down_exps_scale : nullptr, ctx.c.n_expert_used, &moe);
-  ctx.Emit(il, "ffn_moe_out", moe);
-  Tensor m2 = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(moe, &w.post_ffw_norm_2, eps, ctx.c.n_embd, 1.0f, &m2);
-  Tensor f = ctx.New(ctx.c.n_embd);
-  be.Add(m1, m2, &f);
-  return f;
+            w.ffn_down_exps_scale ? &w.ffn_down_exps_scale : nullptr, ctx.c.n_expert_used,
+            &moe_out);
+  ctx.Emit(il, "ffn_moe_out", moe_out);
+  Tensor moe_post = ctx.View(a.moe_post_norm, d);
+  be.RmsNorm(moe_out, &w.post_ffw_norm_2, eps, d, 1.0f, &moe_post);
+  Tensor sum = ctx.View(a.ffn_sum, d);
+  be.Add(mlp_post, moe_post, &sum);
+  return sum;
 }
 
-Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
-                    const Tensor* per_layer) {
+// Attention of one layer from the residual stream `x` into act.attn_out (residual added).
+Tensor AttentionBlock(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv) {
   const LayerConfig& l = ctx.c.layers[il];
   const LayerWeights& w = ctx.w.layers[il];
+  Activations& a = ctx.act;
   auto& be = ctx.be;
   const float eps = ctx.c.rms_eps;
   const int64_t d = ctx.c.n_embd, q_width = static_cast<int64_t>(l.n_head) * l.head_dim;
   const backend::Weight* freqs = l.rope_freqs ? &ctx.w.rope_freqs : nullptr;
 
-  Tensor h = ctx.New(d);
-  be.RmsNorm(x, &w.attn_norm, eps, d, 1.0f, &h);
-  ctx.Emit(il, "attn_norm", h);
+  Tensor attn_norm = ctx.View(a.attn_norm, d);
+  be.RmsNorm(x, &w.attn_norm, eps, d, 1.0f, &attn_norm);
+  ctx.Emit(il, "attn_norm", attn_norm);
   // Q, K and V read the same normalised input: one matmul op (K=V layers have no V weight;
   // KV-sharing layers project only Q).
   const int64_t kv_width = static_cast<int64_t>(l.n_head_kv) * l.head_dim;
-  Tensor q = ctx.New(q_width), k, v;
+  Tensor q = ctx.View(a.q, q_width), k, v;
   backend::Backend::MatMulOut qkv[3] = {{&w.attn_q, &q}};
   size_t n_qkv = 1;
   if (kv.write) {
-    k = ctx.New(kv_width);
-    v = ctx.New(kv_width);
+    k = ctx.View(a.k, kv_width);
+    v = ctx.View(a.v, kv_width);
     qkv[n_qkv++] = {&w.attn_k, &k};
     if (!l.v_from_k) qkv[n_qkv++] = {&w.attn_v, &v};
   }
-  be.MatMuls(h, std::span(qkv, n_qkv));
+  be.MatMuls(attn_norm, std::span(qkv, n_qkv));
   be.RmsNorm(q, &w.attn_q_norm, eps, l.head_dim, 1.0f, &q);
   be.Rope(&q, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
   ctx.Emit(il, "q", q);
@@ -94,112 +101,149 @@ Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
     ctx.Emit(il, "v", v);
     be.KvWrite(kv.store, kv.layer, k, v, ctx.rows);
   }
-  Tensor attn = ctx.New(q_width);
+  Tensor attn = ctx.View(a.attn, q_width);
   be.Attention(q, *kv.store, kv.layer, l.n_head, l.n_head_kv, l.head_dim,
                l.sliding ? ctx.c.n_swa : 0, kv.include_self, ctx.rows, &attn);
   ctx.Emit(il, "attn", attn);
-  Tensor o = ctx.New(d);
-  be.MatMul(w.attn_output, attn, &o);
-  Tensor a = ctx.New(d);
-  be.RmsNorm(o, &w.post_attention_norm, eps, d, 1.0f, &a);
-  be.Add(a, x, &a);
-  ctx.Emit(il, "attn_out", a);
+  Tensor attn_proj = ctx.View(a.attn_proj, d);
+  be.MatMul(w.attn_output, attn, &attn_proj);
+  Tensor attn_out = ctx.View(a.attn_out, d);
+  be.RmsNorm(attn_proj, &w.post_attention_norm, eps, d, 1.0f, &attn_out);
+  be.Add(attn_out, x, &attn_out);
+  ctx.Emit(il, "attn_out", attn_out);
+  return attn_out;
+}
 
-  Tensor f = FeedForward(ctx, il, a);
-  Tensor out = ctx.New(d);
-  be.RmsNorm(f, &w.post_ffw_norm, eps, d, 1.0f, &out);
-  be.Add(out, a, &out);
-  ctx.Emit(il, "ffn_out", out);
+void DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
+                  const Tensor* per_layer, Tensor* out) {
+  const LayerConfig& l = ctx.c.layers[il];
+  const LayerWeights& w = ctx.w.layers[il];
+  Activations& a = ctx.act;
+  auto& be = ctx.be;
+  const float eps = ctx.c.rms_eps;
+  const int64_t d = ctx.c.n_embd;
+
+  const Tensor attn_out = AttentionBlock(ctx, il, x, kv);
+  const Tensor ffn = FeedForward(ctx, il, attn_out);
+  be.RmsNorm(ffn, &w.post_ffw_norm, eps, d, 1.0f, out);
+  be.Add(*out, attn_out, out);
+  ctx.Emit(il, "ffn_out", *out);
 
   if (per_layer) {  // per-layer embeddings (E2B/E4B)
     const int64_t P = ctx.c.n_embd_per_layer;
-    Tensor g = ctx.New(P), gp = ctx.New(P), pl = ctx.New(P);
-    be.MatMul(w.inp_gate, out, &g);
-    be.Gelu(g, &g);
-    be.CopyCols(*per_layer, il * P, P, &pl);
-    be.Mul(g, pl, &gp);
-    Tensor pj = ctx.New(d);
-    be.MatMul(w.proj, gp, &pj);
-    be.RmsNorm(pj, &w.post_norm, eps, d, 1.0f, &pj);
-    be.Add(out, pj, &out);
+    Tensor gate = ctx.View(a.ple_gate, P), slice = ctx.View(a.ple_slice, P);
+    Tensor mixed = ctx.View(a.ple_mixed, P);
+    be.MatMul(w.inp_gate, *out, &gate);
+    be.Gelu(gate, &gate);
+    be.CopyCols(*per_layer, il * P, P, &slice);
+    be.Mul(gate, slice, &mixed);
+    Tensor proj = ctx.View(a.ple_proj, d);
+    be.MatMul(w.proj, mixed, &proj);
+    be.RmsNorm(proj, &w.post_norm, eps, d, 1.0f, &proj);
+    be.Add(*out, proj, out);
   }
-  if (l.output_scale) be.ScaleByWeight(out, w.layer_output_scale, &out);
-  ctx.Emit(il, "out", out);
-  return out;
+  if (l.output_scale) be.ScaleByWeight(*out, w.layer_output_scale, out);
+  ctx.Emit(il, "out", *out);
 }
 
 // Per-layer embedding inputs for all layers, [n, P * n_layer].
 Tensor PerLayerInputs(LayerCtx& ctx, std::span<const int32_t> tokens, const Tensor& x) {
   auto& be = ctx.be;
+  Activations& a = ctx.act;
   const int64_t P = ctx.c.n_embd_per_layer, PL = P * ctx.c.n_layer;
-  Tensor tok = ctx.New(PL);
+  Tensor tok = ctx.View(a.per_layer_tok, PL);
   be.GetRows(ctx.w.per_layer_token_embd, tokens, std::sqrt(static_cast<float>(P)), &tok);
-  Tensor proj = ctx.New(PL);
+  Tensor proj = ctx.View(a.per_layer_proj, PL);
   be.MatMul(ctx.w.per_layer_model_proj, x, &proj);
   be.Scale(proj, 1.0f / std::sqrt(static_cast<float>(ctx.c.n_embd)), &proj);
   be.RmsNorm(proj, &ctx.w.per_layer_proj_norm, ctx.c.rms_eps, P, 1.0f, &proj);
-  Tensor pl = ctx.New(PL);
-  be.Add(proj, tok, &pl);
-  be.Scale(pl, 1.0f / std::sqrt(2.0f), &pl);
-  ctx.Emit(-1, "inp_per_layer", pl);
-  return pl;
+  Tensor inp = ctx.View(a.per_layer_inp, PL);
+  be.Add(proj, tok, &inp);
+  be.Scale(inp, 1.0f / std::sqrt(2.0f), &inp);
+  ctx.Emit(-1, "inp_per_layer", inp);
+  return inp;
 }
 
-// Final norm, output-row selection, LM head and softcap.
-void OutputHead(LayerCtx& ctx, const Tensor& x, std::span<const int32_t> out_rows,
-                ForwardResult* out, bool want_hidden) {
+void OutputHead(LayerCtx& ctx, const Tensor& x, const StepInputs& in, StepOutputs* out) {
   auto& be = ctx.be;
-  Tensor norm = ctx.New(ctx.c.n_embd);
-  be.RmsNorm(x, &ctx.w.output_norm, ctx.c.rms_eps, ctx.c.n_embd, 1.0f, &norm);
+  Activations& a = ctx.act;
+  const int64_t d = ctx.c.n_embd;
+  out->n_out = in.n_out;
+  Tensor norm = ctx.View(a.result_norm, d);
+  be.RmsNorm(x, &ctx.w.output_norm, ctx.c.rms_eps, d, 1.0f, &norm);
   ctx.Emit(-1, "result_norm", norm);
-  const int64_t n_out = static_cast<int64_t>(out_rows.size());
-  Tensor sel = be.NewTensor(n_out, ctx.c.n_embd);
-  be.GatherRows(norm, out_rows, &sel);
-  Tensor logits = be.NewTensor(n_out, ctx.c.n_vocab);
-  be.MatMul(ctx.c.tied_output ? ctx.w.token_embd : ctx.w.output, sel, &logits);
+  if (in.n_out == 0) {  // a prefill chunk that does not end its prompt
+    out->logits = Tensor();
+    out->hidden = Tensor();
+    return;
+  }
+  Tensor hidden = a.out_hidden.View(in.n_out, d);
+  be.GatherRows(norm, in.out_rows.first(in.n_out), &hidden);
+  Tensor logits = a.logits.View(in.n_out, ctx.c.n_vocab);
+  be.MatMul(ctx.c.tied_output ? ctx.w.token_embd : ctx.w.output, hidden, &logits);
   if (ctx.c.final_softcap > 0.0f) be.Softcap(logits, ctx.c.final_softcap, &logits);
-  out->rows.assign(out_rows.begin(), out_rows.end());
-  out->n_vocab = ctx.c.n_vocab;
-  out->n_embd = ctx.c.n_embd;
-  be.ToHost(logits, &out->logits);
-  if (want_hidden)
-    be.ToHost(sel, &out->hidden);
-  else
-    out->hidden.clear();
   if (ctx.obs) (*ctx.obs)("result_output", logits);
+  out->logits = logits;
+  out->hidden = hidden;
 }
 
-Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
-                      const ForwardOptions& opt) const {
-  CHECK(!config_.is_assistant());
+Status CheckBatch(const Batch& batch, const ModelConfig& c, const backend::KvStore& kv) {
   const int n = batch.size();
   if (n == 0) return Status::Error("forward: empty batch");
   for (int r = 0; r < n; ++r) {
-    if (batch.tokens[r] < 0 || batch.tokens[r] >= config_.n_vocab)
+    if (batch.tokens[r] < 0 || batch.tokens[r] >= c.n_vocab)
       return Status::Errorf("forward: token id {} outside vocabulary of {}", batch.tokens[r],
-                            config_.n_vocab);
+                            c.n_vocab);
     if (batch.pos[r] < 0 || batch.pos[r] >= kv.n_ctx())
       return Status::Errorf("forward: position {} outside the context of {}", batch.pos[r],
                             kv.n_ctx());
     if (batch.seq[r] < 0 || batch.seq[r] >= kv.n_seq())
       return Status::Errorf("forward: sequence slot {} outside {} slots", batch.seq[r], kv.n_seq());
   }
-  LayerCtx ctx{*backend_, config_, weights_, {batch.pos, batch.seq}, opt.observer, n};
+  return Status::Ok();
+}
+
+Status Model::Forward(const Batch& batch, backend::KvStore& kv, Workspace& ws, StepOutputs* out,
+                      const TensorObserver* obs) const {
+  CHECK(!config_.is_assistant());
+  LS_RETURN_IF_ERROR(CheckBatch(batch, config_, kv));
+  ws.Upload(batch);
+  const StepInputs& in = ws.in;
+  Activations& a = ws.act;
+  const int n = in.n_rows;
+  LayerCtx ctx{*backend_, config_, weights_, a, in.rows(), obs, n};
   auto& be = *backend_;
-  Tensor x = ctx.New(config_.n_embd);
-  be.GetRows(weights_.token_embd, batch.tokens, std::sqrt(static_cast<float>(config_.n_embd)), &x);
+  Tensor x = ctx.View(a.inp_embd, config_.n_embd);
+  const auto tokens = in.tokens.first(n);
+  be.GetRows(weights_.token_embd, tokens, std::sqrt(static_cast<float>(config_.n_embd)), &x);
   ctx.Emit(-1, "inp_embd", x);
   Tensor per_layer;
-  if (config_.n_embd_per_layer > 0) per_layer = PerLayerInputs(ctx, batch.tokens, x);
+  if (config_.n_embd_per_layer > 0) per_layer = PerLayerInputs(ctx, tokens, x);
   for (int il = 0; il < config_.n_layer; ++il) {
     const LayerConfig& l = config_.layers[il];
     LayerKv lkv{&kv, l.kv_source, l.has_kv, true};
-    x = DecoderLayer(ctx, il, x, lkv, per_layer.empty() ? nullptr : &per_layer);
+    Tensor y = ctx.View(a.layer_io[il % 2], config_.n_embd);
+    DecoderLayer(ctx, il, x, lkv, per_layer.empty() ? nullptr : &per_layer, &y);
+    x = y;
   }
-  std::vector<int32_t> rows;
-  for (int r = 0; r < n; ++r)
-    if (batch.output[r]) rows.push_back(r);
-  OutputHead(ctx, x, rows, out, opt.want_hidden);
+  OutputHead(ctx, x, in, out);
+  return Status::Ok();
+}
+
+Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
+                      const ForwardOptions& opt) const {
+  const int n_out = std::max<int>(1, static_cast<int>(batch.out_rows.size()));
+  Workspace ws(*backend_, config_, std::max(1, batch.size()), n_out);
+  StepOutputs step;
+  LS_RETURN_IF_ERROR(Forward(batch, kv, ws, &step, opt.observer));
+  out->rows = batch.out_rows;
+  out->n_vocab = config_.n_vocab;
+  out->n_embd = config_.n_embd;
+  backend_->ToHost(step.logits, &out->logits);
+  if (opt.want_hidden)
+    backend_->ToHost(step.hidden, &out->hidden);
+  else
+    out->hidden.clear();
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "kv/kv_store.h"
 #include "model/model.h"
+#include "model/workspace.h"
 
 namespace lockstep::model {
 
@@ -16,16 +17,20 @@ struct LayerCtx {
   backend::Backend& be;
   const ModelConfig& c;
   const ModelWeights& w;
+  Activations& act;
   backend::RowInfo rows;
   const TensorObserver* obs;
   int n;  // rows in the batch
 
-  backend::Tensor New(int64_t cols) { return be.NewTensor(n, cols); }
+  // The step's view of a workspace buffer: n rows of `cols` values.
+  backend::Tensor View(const backend::Tensor& buf, int64_t cols) const { return buf.View(n, cols); }
   // Names are "blk.<il>.<what>" for layer tensors and "<what>" for global ones (il < 0).
   void Emit(int il, std::string_view what, const backend::Tensor& t) {
     if (!obs) return;
-    if (il < 0) (*obs)(what, t);
-    else (*obs)(fmt::format("blk.{}.{}", il, what), t);
+    if (il < 0)
+      (*obs)(what, t);
+    else
+      (*obs)(fmt::format("blk.{}.{}", il, what), t);
   }
 };
 
@@ -37,9 +42,10 @@ struct LayerKv {
   bool include_self;  // the query's own position is in the cache (false for a drafter)
 };
 
-backend::Tensor DecoderLayer(LayerCtx& ctx, int il, const backend::Tensor& x, const LayerKv& kv,
-                             const backend::Tensor* per_layer);
-void OutputHead(LayerCtx& ctx, const backend::Tensor& x, std::span<const int32_t> out_rows,
-                ForwardResult* out, bool want_hidden);
+// One decoder layer from `x` into `out` (distinct buffers).
+void DecoderLayer(LayerCtx& ctx, int il, const backend::Tensor& x, const LayerKv& kv,
+                  const backend::Tensor* per_layer, backend::Tensor* out);
+// Final norm of every row, then the output rows' hidden states and logits (softcapped).
+void OutputHead(LayerCtx& ctx, const backend::Tensor& x, const StepInputs& in, StepOutputs* out);
 
 }  // namespace lockstep::model

@@ -14,12 +14,22 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/weights.h"
+#include "model/workspace.h"
 
 namespace lockstep::model {
 
 // Called with every named intermediate tensor (all batch rows) as the forward pass runs.
 using TensorObserver = std::function<void(std::string_view name, const backend::Tensor& t)>;
 
+// A forward's outputs, left in backend memory: views into the workspace, valid until the
+// workspace's next forward. Only what the caller asks for crosses to the host.
+struct StepOutputs {
+  backend::Tensor logits;  // [n_out, n_vocab]
+  backend::Tensor hidden;  // [n_out, n_embd]: post-final-norm state of each output row
+  int n_out = 0;
+};
+
+// Host copies of a forward's outputs (tests and tools).
 struct ForwardResult {
   std::vector<int32_t> rows;  // batch row of each output row
   int n_vocab = 0;
@@ -46,8 +56,13 @@ class Model {
   backend::Backend& backend() const { return *backend_; }
   std::unique_ptr<backend::KvStore> NewKv(int n_seq, int n_ctx) const;
 
-  // Target forward: writes the batch rows' K/V into `kv`, then returns logits (and hidden
-  // states) of the rows marked as outputs. Errors on positions outside the cache.
+  // Target forward: uploads the batch into `ws`, writes the rows' K/V into `kv`, and leaves
+  // the output rows' logits and hidden states in `ws`. Allocates nothing. Errors on ids,
+  // positions or slots outside the vocabulary or the cache.
+  Status Forward(const Batch& batch, backend::KvStore& kv, Workspace& ws, StepOutputs* out,
+                 const TensorObserver* obs = nullptr) const;
+  // The same through a workspace made for the call, with the outputs copied to the host
+  // (tests and tools; the engine keeps one workspace and never copies logits).
   Status Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
                  const ForwardOptions& opt = {}) const;
 

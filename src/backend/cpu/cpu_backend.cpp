@@ -26,6 +26,24 @@ Tensor CpuBackend::NewTensor(int64_t rows, int64_t cols) {
   return Wrap(std::shared_ptr<void>(buf, data), data, rows, cols);
 }
 
+IntTensor CpuBackend::NewIntTensor(int64_t n) {
+  CHECK(n >= 0);
+  std::shared_ptr<int32_t[]> buf(new int32_t[static_cast<size_t>(std::max<int64_t>(1, n))]());
+  int32_t* data = buf.get();
+  return WrapInts(std::shared_ptr<void>(buf, data), data, n);
+}
+
+void CpuBackend::Upload(std::span<const int32_t> src, IntTensor* t) {
+  CHECKF(static_cast<int64_t>(src.size()) <= t->size(), "upload of {} ids into {}", src.size(),
+         t->size());
+  std::memcpy(t->data(), src.data(), src.size_bytes());
+}
+
+void CpuBackend::Download(const IntTensor& t, std::span<int32_t> out) {
+  CHECK(static_cast<int64_t>(out.size()) <= t.size());
+  std::memcpy(out.data(), t.data(), out.size_bytes());
+}
+
 void CpuBackend::ToHost(const Tensor& t, std::vector<float>* out) {
   out->assign(t.data(), t.data() + t.rows() * t.cols());
 }
@@ -139,6 +157,15 @@ void CpuBackend::GatherRows(const Tensor& x, std::span<const int32_t> rows, Tens
     CHECK(rows[i] >= 0 && rows[i] < x.rows());
     std::memcpy(y->row(static_cast<int64_t>(i)), x.row(rows[i]),
                 static_cast<size_t>(x.cols()) * sizeof(float));
+  }
+}
+
+void CpuBackend::CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
+                          std::span<const int32_t> dst) {
+  CHECK(src.size() == dst.size() && y->cols() == x.cols());
+  for (size_t i = 0; i < src.size(); ++i) {
+    CHECK(src[i] >= 0 && src[i] < x.rows() && dst[i] >= 0 && dst[i] < y->rows());
+    std::memcpy(y->row(dst[i]), x.row(src[i]), static_cast<size_t>(x.cols()) * sizeof(float));
   }
 }
 

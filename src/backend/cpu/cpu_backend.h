@@ -15,8 +15,11 @@ class CpuBackend : public Backend {
   int threads() const override { return pool_.size(); }
 
   Tensor NewTensor(int64_t rows, int64_t cols) override;
+  IntTensor NewIntTensor(int64_t n) override;
   void ToHost(const Tensor& t, std::vector<float>* out) override;
   void FromHost(std::span<const float> src, Tensor* t) override;
+  void Upload(std::span<const int32_t> src, IntTensor* t) override;
+  void Download(const IntTensor& t, std::span<int32_t> out) override;
   Weight PrepareWeight(Weight host_view) override;
 
   void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
@@ -38,6 +41,9 @@ class CpuBackend : public Backend {
   void Softcap(const Tensor& x, float c, Tensor* y) override;
   void CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) override;
   void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) override;
+  void CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
+                std::span<const int32_t> dst) override;
+  void SelectTokens(const Tensor& logits, std::span<const SampleRow> rows, IntTensor* ids) override;
   void Concat(const Tensor& a, const Tensor& b, Tensor* y) override;
   void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
                const RowInfo& rows) override;
