@@ -22,10 +22,10 @@
 #include "lab/probe.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
-#include "model/synthetic_assistant.h"
 #include "spec/generate.h"
 #include "spec/proposer.h"
 #include "testing/models.h"
+#include "testing/synthetic_assistant.h"
 
 namespace lockstep {
 namespace {

@@ -12,12 +12,12 @@
 #include "backend/cpu/cpu_backend.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/synthetic_assistant.h"
 #include "quant/quant.h"
 #include "spec/generate.h"
 #include "spec/proposer.h"
 #include "testing/backends.h"
 #include "testing/models.h"
+#include "testing/synthetic_assistant.h"
 
 namespace lockstep {
 namespace {

@@ -1,5 +1,5 @@
 // Writes a random-weight Gemma 4 model with llama.cpp's tensor names and metadata keys.
-#include "model/synthetic.h"
+#include "testing/synthetic.h"
 
 #include <cmath>
 #include <cstring>

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "model/synthetic.h"
+#include "testing/synthetic.h"
 
 namespace lockstep::testing {
 
