@@ -15,9 +15,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "model/synthetic.h"
 #include "quant/model_quantize.h"
 #include "read_bandwidth.h"
+#include "testing/synthetic.h"
 
 namespace lockstep {
 namespace {

@@ -14,8 +14,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "engine/generate.h"
 #include "model/model.h"
-#include "model/synthetic.h"
-#include "model/synthetic_assistant.h"
+#include "testing/synthetic.h"
+#include "testing/synthetic_assistant.h"
 #include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;

@@ -43,7 +43,8 @@ ChatOptions OptionsOf(const json& in) {
 
 TEST(ChatTemplate, MatchesJinjaReference) {
   if (!std::filesystem::exists(RefPath()))
-    GTEST_SKIP() << "JS reference not generated: run scripts/fetch-tokenizer-ref.sh";
+    GTEST_SKIP() << "no JS reference at " << RefPath()
+                 << ": run scripts/fetch-tokenizer-ref.sh (needs node and npm)";
   const json ref = json::parse(ReadFile(RefPath()));
   const std::string tmpl = ReadFile(TemplatePath());
   ASSERT_EQ(ref["template"].get<std::string>(), tmpl) << "reference rendered another template";

@@ -23,9 +23,9 @@
 #include "lab/probe.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
-#include "model/synthetic_assistant.h"
 #include "speculative/proposer.h"
 #include "testing/models.h"
+#include "testing/synthetic_assistant.h"
 
 namespace lockstep {
 namespace {

@@ -18,11 +18,11 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "model/synthetic.h"
 #include "quant/model_quantize.h"
 #include "quant/quant.h"
 #include "testing/models.h"
 #include "testing/reference.h"
+#include "testing/synthetic.h"
 
 namespace lockstep {
 namespace {

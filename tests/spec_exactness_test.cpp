@@ -13,11 +13,11 @@
 #include "engine/generate.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
-#include "model/synthetic_assistant.h"
 #include "quant/quant.h"
 #include "speculative/proposer.h"
 #include "testing/backends.h"
 #include "testing/models.h"
+#include "testing/synthetic_assistant.h"
 
 namespace lockstep {
 namespace {

@@ -207,8 +207,9 @@ class RealVocab : public ::testing::Test {
   }
   void SetUp() override {
     if (tok_ == nullptr)
-      GTEST_SKIP() << "JS reference not generated: run scripts/fetch-tokenizer-ref.sh (needs node "
-                      "and npm ci in tests/js), or set LOCKSTEP_TOKREF_DIR";
+      GTEST_SKIP() << "no JS reference at " << RefDir()
+                   << ": run scripts/fetch-tokenizer-ref.sh (needs node and npm ci in tests/js), "
+                      "or set LOCKSTEP_TOKREF_DIR";
   }
   static Tokenizer* tok_;
   static nlohmann::json* cases_;

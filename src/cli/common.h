@@ -32,10 +32,6 @@ struct RunRecord {
 };
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
                             std::span<const int32_t> output_ids);
-// Lowercase hex SHA-256 of a file's bytes ("" when unreadable).
-std::string FileSha256(const std::string& path);
-// Hex xxh64-free stable hash (SHA-256) of token ids as little-endian int32.
-std::string IdsSha256(std::span<const int32_t> ids);
 
 nlohmann::json TimingsJson(const engine::GenerateResult& r);
 // With `with_identity`, adds the identity block (hashes the model files: ~0.3 s per 30 MB).

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/common.h"
+#include "core/sha256.h"
 #include "lab/table.h"
 #include "tokenizer/tokenizer.h"
 
@@ -239,7 +239,7 @@ json ProbeJson(const std::vector<ProbeMode>& modes, const tokenizer::Tokenizer* 
     for (const auto& r : m.runs) {
       json jr = {{"label", r.label},
                  {"n_tokens", r.tokens.size()},
-                 {"output_sha256", cli::IdsSha256(r.tokens)}};
+                 {"output_sha256", IdsSha256(r.tokens)}};
       if (!r.error.empty()) jr["error"] = r.error;
       runs.push_back(jr);
     }
@@ -285,7 +285,7 @@ std::string ProbeText(const std::vector<ProbeMode>& modes, const tokenizer::Toke
     Table r({"run", ">tokens", "output sha256"});
     for (const auto& run : m.runs)
       r.Row({run.label, std::to_string(run.tokens.size()),
-             run.error.empty() ? cli::IdsSha256(run.tokens).substr(0, 16) : "error"});
+             run.error.empty() ? IdsSha256(run.tokens).substr(0, 16) : "error"});
     out += r.Render();
   }
   return notes.empty() ? out : out + "\n" + notes;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "model/synthetic.h"
+#include "testing/synthetic.h"
 
 namespace lockstep::testing {
 
@@ -33,6 +33,29 @@ inline model::SyntheticSpec PleSpec() {
   s.n_shared_kv = 3;
   s.k_eq_v = false;
   s.seed = 13;
+  return s;
+}
+
+// A decode that is bound by memory bandwidth, for multi-sequence decode benchmarks: Gemma 4's
+// full 262,144-token vocabulary (the tied embedding is the LM head, 768 MiB of the ~1.2 GiB F16
+// file, read whole per decode step), E4B-like head dims (256 sliding, 512 full with K=V) and
+// six layers, two of them full. Writes in a few seconds; never write it from a unit test.
+inline model::SyntheticSpec BandwidthSpec() {
+  model::SyntheticSpec s;
+  s.n_vocab = 262144;
+  s.n_embd = 1536;
+  s.n_layer = 6;
+  s.full_every = 3;  // layers 2 and 5 full
+  s.n_head = 8;
+  s.n_head_kv_swa = 2;
+  s.n_head_kv_full = 1;
+  s.head_dim_swa = 256;
+  s.head_dim_full = 512;
+  s.n_swa = 512;
+  s.n_ff = 6144;
+  s.k_eq_v = true;
+  s.weight_type = DType::F16;
+  s.seed = 14;
   return s;
 }
 

@@ -1,9 +1,11 @@
 // Writes a random-weight Gemma 4 model with llama.cpp's tensor names and metadata keys.
-#include "model/synthetic.h"
+#include "testing/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,13 +48,26 @@ class Filler {
     const uint64_t key = s_.seed * 1000003ull + counter_++;
     const int64_t row = ne[0];
     w_.AddTensor(name, type, ne, [=](uint8_t* dst) {
-      std::vector<float> buf(static_cast<size_t>(row));
       const size_t rb = RowBytes(type, row);
-      for (int64_t r = 0; r < n / row; ++r) {
-        for (int64_t i = 0; i < row; ++i)
-          buf[i] = lo + (hi - lo) * static_cast<float>(sample::UniformAt(key, r, i));
-        quant::QuantizeRow(type, buf.data(), dst + r * rb, row);
-      }
+      auto fill = [&](int64_t r0, int64_t r1) {
+        std::vector<float> buf(static_cast<size_t>(row));
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t i = 0; i < row; ++i)
+            buf[i] = lo + (hi - lo) * static_cast<float>(sample::UniformAt(key, r, i));
+          quant::QuantizeRow(type, buf.data(), dst + r * rb, row);
+        }
+      };
+      // Every value depends only on (key, row, column), so row ranges fill on separate threads
+      // with the same bytes as one thread. Large tensors (a 262k-vocabulary embedding is 400M
+      // draws) spread over the cores; small fixtures stay on the calling thread.
+      const int64_t rows = n / row;
+      const int64_t n_threads =
+          n < (int64_t{1} << 22) ? 1 : std::max<int64_t>(1, std::thread::hardware_concurrency());
+      std::vector<std::thread> workers;
+      for (int64_t t = 1; t < n_threads; ++t)
+        workers.emplace_back(fill, rows * t / n_threads, rows * (t + 1) / n_threads);
+      fill(0, rows / n_threads);
+      for (auto& w : workers) w.join();
     });
   }
   const SyntheticSpec& s_;

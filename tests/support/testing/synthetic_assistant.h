@@ -1,5 +1,5 @@
 // Random-weight Gemma 4 assistant (MTP drafter) GGUF files for tests and benchmarks, pairable
-// with the synthetic targets of model/synthetic.h.
+// with the synthetic targets of testing/synthetic.h.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "model/synthetic.h"
+#include "testing/synthetic.h"
 
 namespace lockstep::model {
 

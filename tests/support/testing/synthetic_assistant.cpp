@@ -1,6 +1,6 @@
 // Writes a random-weight gemma4-assistant GGUF with llama.cpp's names and the centroid-head
 // keys lockstep reads (num_centroids, centroid_top_k, use_ordered_embeddings).
-#include "model/synthetic_assistant.h"
+#include "testing/synthetic_assistant.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "gguf/gguf.h"
-#include "model/synthetic.h"
 #include "quant/quant.h"
 #include "sample/sampler.h"
+#include "testing/synthetic.h"
 
 namespace lockstep::model {
 namespace {
