@@ -335,7 +335,7 @@ TEST(LabAccept, ReplayOnTheTargetsOwnStreamReproducesRealSpeculationCounters) {
 class StreamOracle : public spec::Proposer {
  public:
   StreamOracle(std::vector<int32_t> all, bool wrong) : all_(std::move(all)), wrong_(wrong) {}
-  Status Draft(int32_t, std::span<const float>, int pos, int max, backend::KvStore&,
+  Status Draft(int32_t, std::span<const float>, int pos, int max, kv::KvCache&,
                std::vector<int32_t>* drafts) override {
     drafts->clear();
     for (int j = 0; j < max; ++j) {

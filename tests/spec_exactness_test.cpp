@@ -202,7 +202,7 @@ class OracleProposer : public spec::Proposer {
  public:
   OracleProposer(std::vector<int32_t> truth, int n_prompt, double p_wrong, int vocab)
       : truth_(std::move(truth)), n_prompt_(n_prompt), p_wrong_(p_wrong), vocab_(vocab) {}
-  Status Draft(int32_t, std::span<const float> h, int pos, int max, backend::KvStore&,
+  Status Draft(int32_t, std::span<const float> h, int pos, int max, kv::KvCache&,
                std::vector<int32_t>* drafts) override {
     EXPECT_FALSE(h.empty());
     drafts->clear();

@@ -42,12 +42,17 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
+  // The wrapper captures one reference, small enough for std::function's inline storage.
+  ParallelForWorker(n, grain, [&fn](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+void ThreadPool::ParallelForWorker(int64_t n, int64_t grain, const WorkerFn& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t chunks =
       std::min<int64_t>(std::max<int64_t>(1, n / grain), int64_t{n_threads_} * kChunksPerThread);
   if (chunks == 1 || n_threads_ == 1) {
-    fn(0, n);
+    fn(0, 0, n);
     return;
   }
   const int64_t chunk = (n + chunks - 1) / chunks;
@@ -63,7 +68,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_start_.notify_all();
-  RunChunks();  // the caller works too
+  RunChunks(0);  // the caller works too
   for (int i = 0; i < kSpinIterations && pending_.load(std::memory_order_acquire) != 0; ++i)
     CpuRelax(i);
   if (pending_.load(std::memory_order_acquire) != 0) {
@@ -72,11 +77,11 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
 }
 
-void ThreadPool::RunChunks() {
+void ThreadPool::RunChunks(int worker) {
   for (;;) {
     const int64_t begin = next_.fetch_add(1, std::memory_order_relaxed) * job_chunk_;
     if (begin >= job_n_) return;
-    (*job_)(begin, std::min(job_n_, begin + job_chunk_));
+    (*job_)(worker, begin, std::min(job_n_, begin + job_chunk_));
   }
 }
 
@@ -97,7 +102,7 @@ void ThreadPool::Worker(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
     if (index >= job_parts_) continue;
-    RunChunks();
+    RunChunks(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
       cv_done_.notify_one();

@@ -29,16 +29,20 @@ class ThreadPool {
   // Calls fn(begin, end) over [0, n) split into equal chunks of at least `grain` (a few per
   // thread), which the caller and the workers claim in any order.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // The same split, with fn(worker, begin, end) told which thread runs the chunk (0 = the
+  // caller, < size()), so a kernel can use per-thread scratch it owns.
+  using WorkerFn = std::function<void(int, int64_t, int64_t)>;
+  void ParallelForWorker(int64_t n, int64_t grain, const WorkerFn& fn);
 
  private:
   void Worker(int index);
-  void RunChunks();
+  void RunChunks(int worker);
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_start_, cv_done_;
   // Job fields are written before generation_ is released and read after it is acquired.
-  const std::function<void(int64_t, int64_t)>* job_ = nullptr;
+  const WorkerFn* job_ = nullptr;
   int64_t job_n_ = 0, job_chunk_ = 0;
   int job_parts_ = 0;
   std::atomic<uint64_t> generation_{0};

@@ -23,7 +23,9 @@ Expected<ForcedPass> RunForcedPass(const model::Model& target, std::span<const i
     if (pass.all[p] >= n_vocab)
       return Status::Errorf("accept: token {} at position {} is outside the vocabulary ({})",
                             pass.all[p], p, n_vocab);
-  pass.kv = target.NewKv(1, n);
+  // Replay drafts at every earlier position after the whole pass: rings must keep all n
+  // positions (max_step_rows = n makes the ring the whole context).
+  LS_ASSIGN_OR_RETURN(pass.kv, target.NewKv(1, n, n));
   pass.n_embd = target.config().n_embd;
   pass.hidden.resize(static_cast<size_t>(n - 1) * pass.n_embd);
   model::ForwardResult res;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "spec/generate.h"
 #include "spec/proposer.h"
@@ -21,7 +21,7 @@ struct ForcedPass {
   std::vector<int32_t> all;  // context + stream
   int n_prompt = 0;          // positions before the first stream token the replay emits
   int n_context = 0;         // context tokens before the stream (stream index = pos - this)
-  std::unique_ptr<backend::KvStore> kv;
+  std::unique_ptr<kv::KvCache> kv;
   int n_embd = 0;
   std::vector<float> hidden;  // [all.size() - 1, n_embd]; row p predicted position p + 1
   int64_t greedy_match = 0;   // stream tokens equal to the target's own greedy choice

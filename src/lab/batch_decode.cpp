@@ -25,7 +25,8 @@ Expected<std::vector<std::vector<int32_t>>> DecodeBatch(
     longest = std::max(longest, prompts[i].size());
   }
   const int n_seq = static_cast<int>(prompts.size());
-  auto kv = model.NewKv(n_seq, static_cast<int>(longest) + opt.n_predict + 1);
+  LS_ASSIGN_OR_RETURN(auto kv, model.NewKv(n_seq, static_cast<int>(longest) + opt.n_predict + 1,
+                                           std::max(1, opt.prefill_rows)));
   std::vector<Seq> seqs(prompts.size());
   model::Batch batch;
   model::ForwardResult res;

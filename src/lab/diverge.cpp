@@ -50,10 +50,10 @@ Expected<ForkAnalysis> AnalyzeFork(const model::Model& model, std::span<const in
       return Status::Errorf("token {} at position {} is outside the vocabulary ({})", prefix[i], i,
                             n_vocab);
   const int n = static_cast<int>(prefix.size());
-  auto kv = model.NewKv(1, n);
+  constexpr int kChunk = 128;
+  LS_ASSIGN_OR_RETURN(auto kv, model.NewKv(1, n, kChunk));
   model::ForwardResult res;
   model::Batch batch;
-  constexpr int kChunk = 128;
   for (int start = 0; start < n; start += kChunk) {
     batch.Clear();
     const int end = std::min(n, start + kChunk);

@@ -64,7 +64,7 @@ Expected<std::vector<PositionStats>> TeacherForce(const model::Model& model,
                             all[i], i, n_vocab);
   const int n = static_cast<int>(all.size());
   const int first = std::max<int>(1, static_cast<int>(context.size()));  // first scored position
-  auto kv = model.NewKv(1, n);
+  LS_ASSIGN_OR_RETURN(auto kv, model.NewKv(1, n, std::max(1, chunk)));
   std::vector<PositionStats> out;
   model::ForwardResult res;
   model::Batch batch;

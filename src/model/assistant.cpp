@@ -103,7 +103,7 @@ Expected<std::unique_ptr<Assistant>> Assistant::Pair(const Model& target, const 
   return a;
 }
 
-Status Assistant::Step(const DraftRows& in, backend::KvStore& kv, DraftResult* out,
+Status Assistant::Step(const DraftRows& in, const kv::KvCache& kv, DraftResult* out,
                        const TensorObserver* obs) const {
   const ModelConfig& dc = drafter_.config();
   const int n = static_cast<int>(in.tokens.size());
@@ -124,7 +124,11 @@ Status Assistant::Step(const DraftRows& in, backend::KvStore& kv, DraftResult* o
       return Status::Errorf("draft: sequence slot {} outside {} slots", in.seq[r], kv.n_seq());
   }
   for (int t : kv_layer_)
-    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV store has no layer {}", t);
+    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV cache has no layer {}", t);
+  // A sliding ring keeps a bounded number of keys; the drafter's window must fit in it.
+  if (kv.ring() > 0 && kv.ring() < kv.n_ctx() && layer_config_.n_swa > kv.ring())
+    return Status::Errorf("draft: sliding window of {} keys exceeds the cache's ring of {}",
+                          layer_config_.n_swa, kv.ring());
 
   backend::Backend& be = drafter_.backend();
   const ModelWeights& w = drafter_.weights();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace lockstep::model {
@@ -45,7 +45,7 @@ class Assistant {
   // One drafter forward over the rows. Reads (never writes) `target_kv`. Intermediates are
   // reported to `obs` as draft_inp, blk.<il>.*, result_norm, centroid_logits, result_output,
   // draft_h.
-  Status Step(const DraftRows& in, backend::KvStore& target_kv, DraftResult* out,
+  Status Step(const DraftRows& in, const kv::KvCache& target_kv, DraftResult* out,
               const TensorObserver* obs = nullptr) const;
 
  private:

@@ -1,6 +1,7 @@
 // The Gemma 4 forward pass, written once against backend ops. It reads top to bottom in the
 // order of llama.cpp's graph and transformers' Gemma4TextDecoderLayer; every intermediate is
 // named so dump and compare tools need no model changes.
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <vector>
@@ -92,10 +93,10 @@ Tensor DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
     be.Rope(&k, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
     ctx.Emit(il, "k", k);
     ctx.Emit(il, "v", v);
-    be.KvWrite(kv.store, kv.layer, k, v, ctx.rows);
+    be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);
   }
   Tensor attn = ctx.New(q_width);
-  be.Attention(q, *kv.store, kv.layer, l.n_head, l.n_head_kv, l.head_dim,
+  be.Attention(q, kv.store->View(kv.layer), l.n_head, l.n_head_kv, l.head_dim,
                l.sliding ? ctx.c.n_swa : 0, kv.include_self, ctx.rows, &attn);
   ctx.Emit(il, "attn", attn);
   Tensor o = ctx.New(d);
@@ -169,7 +170,28 @@ void OutputHead(LayerCtx& ctx, const Tensor& x, std::span<const int32_t> out_row
   if (ctx.obs) (*ctx.obs)("result_output", logits);
 }
 
-Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
+namespace {
+
+// Makes each sequence's written positions [lowest, highest + 1) writable before any layer
+// writes them.
+Status PrepareRows(const Batch& batch, kv::KvCache& kv) {
+  const int n = batch.size();
+  for (int r = 0; r < n; ++r) {
+    bool seen = false;
+    for (int e = 0; e < r && !seen; ++e) seen = batch.seq[e] == batch.seq[r];
+    if (seen) continue;
+    int lo = batch.pos[r], hi = batch.pos[r];
+    for (int e = r + 1; e < n; ++e)
+      if (batch.seq[e] == batch.seq[r])
+        lo = std::min(lo, batch.pos[e]), hi = std::max(hi, batch.pos[e]);
+    LS_RETURN_IF_ERROR(kv.PrepareWrite(batch.seq[r], lo, hi + 1).WithContext("forward"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Model::Forward(const Batch& batch, kv::KvCache& kv, ForwardResult* out,
                       const ForwardOptions& opt) const {
   CHECK(!config_.is_assistant());
   const int n = batch.size();
@@ -184,6 +206,7 @@ Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* o
     if (batch.seq[r] < 0 || batch.seq[r] >= kv.n_seq())
       return Status::Errorf("forward: sequence slot {} outside {} slots", batch.seq[r], kv.n_seq());
   }
+  LS_RETURN_IF_ERROR(PrepareRows(batch, kv));
   LayerCtx ctx{*backend_, config_, weights_, {batch.pos, batch.seq}, opt.observer, n};
   auto& be = *backend_;
   Tensor x = ctx.New(config_.n_embd);

@@ -18,7 +18,7 @@ Expected<int> ContextSize(std::span<const int32_t> prompt, const GenerateOptions
 }
 
 Status Prefill(const model::Model& target, std::span<const int32_t> prompt,
-               const GenerateOptions& opt, bool want_hidden, backend::KvStore& kv,
+               const GenerateOptions& opt, bool want_hidden, kv::KvCache& kv,
                model::ForwardResult* out) {
   const int n_prompt = static_cast<int>(prompt.size());
   const int chunk = std::max(1, opt.prefill_chunk);
@@ -42,7 +42,7 @@ bool Emit(const GenerateOptions& opt, int32_t tok, GenerateResult* res) {
 Expected<GenerateResult> GeneratePlain(const model::Model& target, std::span<const int32_t> prompt,
                                        const GenerateOptions& opt) {
   LS_ASSIGN_OR_RETURN(const int n_ctx, ContextSize(prompt, opt));
-  auto kv = target.NewKv(1, n_ctx);
+  LS_ASSIGN_OR_RETURN(auto kv, target.NewKv(1, n_ctx, std::max(1, opt.prefill_chunk)));
   GenerateResult res;
   model::ForwardResult out;
   auto t0 = std::chrono::steady_clock::now();

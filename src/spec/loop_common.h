@@ -7,7 +7,7 @@
 #include <span>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "spec/generate.h"
 
@@ -23,7 +23,7 @@ Expected<int> ContextSize(std::span<const int32_t> prompt, const GenerateOptions
 // Prefills `prompt` into slot 0 of `kv` in chunks of opt.prefill_chunk; `out` holds the last
 // row's logits (and hidden state when `want_hidden`).
 Status Prefill(const model::Model& target, std::span<const int32_t> prompt,
-               const GenerateOptions& opt, bool want_hidden, backend::KvStore& kv,
+               const GenerateOptions& opt, bool want_hidden, kv::KvCache& kv,
                model::ForwardResult* out);
 
 // Appends `tok`; true when generation must end (a stop token, or n_predict reached).

@@ -19,7 +19,7 @@ float TokenProbability(std::span<const float> logits, int32_t id) {
 }
 
 Status AssistantProposer::Draft(int32_t last, std::span<const float> h, int pos, int max,
-                                backend::KvStore& target_kv, std::vector<int32_t>* drafts) {
+                                kv::KvCache& target_kv, std::vector<int32_t>* drafts) {
   drafts->clear();
   h_.assign(h.begin(), h.end());
   int32_t tok = last;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/assistant.h"
 #include "spec/generate.h"
 
@@ -23,7 +23,7 @@ class Proposer {
   // post-norm hidden state of the row whose logits selected `last`. Fewer (even zero) drafts
   // are fine.
   virtual Status Draft(int32_t last, std::span<const float> h, int pos, int max,
-                       backend::KvStore& target_kv, std::vector<int32_t>* drafts) = 0;
+                       kv::KvCache& target_kv, std::vector<int32_t>* drafts) = 0;
 };
 
 // The Gemma 4 assistant as a proposer: greedy drafts at one fixed query position (the drafter
@@ -33,8 +33,8 @@ class AssistantProposer : public Proposer {
  public:
   AssistantProposer(const model::Assistant& assistant, float p_min)
       : assistant_(assistant), p_min_(p_min) {}
-  Status Draft(int32_t last, std::span<const float> h, int pos, int max,
-               backend::KvStore& target_kv, std::vector<int32_t>* drafts) override;
+  Status Draft(int32_t last, std::span<const float> h, int pos, int max, kv::KvCache& target_kv,
+               std::vector<int32_t>* drafts) override;
 
  private:
   const model::Assistant& assistant_;

@@ -32,7 +32,9 @@ Expected<GenerateResult> GenerateWithProposer(const model::Model& target, Propos
   // position plain decode writes: the same context suffices.
   LS_ASSIGN_OR_RETURN(const int n_ctx, ContextSize(prompt, opt));
   const int n_prompt = static_cast<int>(prompt.size());
-  auto kv = target.NewKv(1, n_ctx);
+  // A step writes a prefill chunk or a verify batch of up to draft_max + 1 rows.
+  LS_ASSIGN_OR_RETURN(auto kv,
+                      target.NewKv(1, n_ctx, std::max({1, opt.prefill_chunk, opt.draft_max + 1})));
   GenerateResult res;
   res.draft.drafted_at.assign(static_cast<size_t>(opt.draft_max), 0);
   res.draft.accepted_at.assign(static_cast<size_t>(opt.draft_max), 0);
