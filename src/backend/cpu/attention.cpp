@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "backend/cpu/cpu_backend.h"
@@ -97,7 +98,7 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
                       static_cast<size_t>(2 + quant::kMaxDotCols) * static_cast<size_t>(head_dim);
   for (auto& s : attn_scratch_)
     if (s.size() < need) s.resize(need);
-  pool_.ParallelForWorker(items, grain, [&](int worker, int64_t b, int64_t e) {
+  const auto body = [&](int worker, int64_t b, int64_t e) {
     float* scores = attn_scratch_[static_cast<size_t>(worker)].data();
     float* acc = scores + max_keys;
     float* kbuf = acc + head_dim;
@@ -141,7 +142,9 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
       const float inv = 1.0f / sum;
       for (int d = 0; d < head_dim; ++d) o[d] = acc[d] * inv;
     }
-  });
+  };
+  // A reference_wrapper fits std::function's inline storage: no allocation per call.
+  pool_.ParallelForWorker(items, grain, std::cref(body));
 }
 
 }  // namespace lockstep::backend
