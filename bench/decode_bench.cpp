@@ -75,7 +75,8 @@ Row Measure(const std::string& label, const std::string& type, const std::string
   const int V = model.config().n_vocab;
   Row r{label, type, threads, WeightBytesPerToken(model) / (1 << 20)};
   constexpr int kPrefix = 32;
-  auto kv = model.NewKv(1, std::max(n_pp, kPrefix + kReps * n_decode) + 1);
+  auto kv = model.NewKv(1, std::max(n_pp, kPrefix + kReps * n_decode) + 1, std::max(n_pp, kPrefix))
+                .value();
   model::Batch prefix;
   for (int i = 0; i < kPrefix; ++i) prefix.Add((i * 131 + 7) % V, i, 0, i == kPrefix - 1);
   model::ForwardResult out;

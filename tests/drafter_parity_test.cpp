@@ -37,7 +37,7 @@ using testing::ReadF32;
 // Prefills `prefix` into a fresh cache and returns the target's post-norm hidden state of the
 // last row (the drafter's first input).
 std::vector<float> PrefillHidden(const Model& target, const std::vector<int32_t>& prefix,
-                                 backend::KvStore* kv) {
+                                 kv::KvCache* kv) {
   model::Batch b;
   const int n = static_cast<int>(prefix.size());
   for (int p = 0; p < n; ++p) b.Add(prefix[p], p, 0, p == n - 1);
@@ -101,7 +101,7 @@ void CheckPair(const std::string& name, int threads) {
     EXPECT_EQ(s["visible_kv_positions"]["full_attention"].get<std::vector<int>>().size(),
               static_cast<size_t>(n));
 
-    auto kv = (*target)->NewKv(1, n + 8);
+    auto kv = (*target)->NewKv(1, n + 8, n + 8).value();
     std::vector<float> h = PrefillHidden(**target, prefix, kv.get());
     const double dh = RelDiff(h, ref("target.h"));
     EXPECT_LT(dh, kRelBound) << name << " target.h";
@@ -176,7 +176,7 @@ TEST(DrafterParity, ShiftedPositionIsDetected) {
   const auto& s = meta["sequences"][0];
   const auto prefix = s["prefix_tokens"].get<std::vector<int32_t>>();
   const int n = static_cast<int>(prefix.size());
-  auto kv = (*target)->NewKv(1, n + 8);
+  auto kv = (*target)->NewKv(1, n + 8, n + 8).value();
   std::vector<float> h = PrefillHidden(**target, prefix, kv.get());
   const int32_t tok = s["id_last"].get<int32_t>(), seq = 0, pos = n - 1;  // off by one
   model::DraftResult dr;

@@ -31,7 +31,7 @@ std::vector<int32_t> Tokens(int seed, int n, int vocab) {
 // sequences (slots 1 and 2) into every forward call. Returns all logits of slot 0, in order.
 std::vector<float> RunSequence(const Model& m, int chunk, bool mixed) {
   const int V = m.config().n_vocab;
-  auto kv = m.NewKv(3, 64);
+  auto kv = m.NewKv(3, 64).value();
   const auto main = Tokens(1, kLen, V), other1 = Tokens(2, kLen, V), other2 = Tokens(3, 5, V);
   std::vector<float> logits;
   ForwardResult out;

@@ -349,7 +349,7 @@ class StreamOracle : public speculative::Proposer {
  public:
   StreamOracle(std::vector<int32_t> all, bool wrong) : all_(std::move(all)), wrong_(wrong) {}
   Status Draft(std::span<const speculative::DraftRequest> reqs, const backend::Tensor&,
-               backend::KvStore&, std::span<std::vector<int32_t>* const> out) override {
+               kv::KvCache&, std::span<std::vector<int32_t>* const> out) override {
     for (size_t i = 0; i < reqs.size(); ++i) {
       out[i]->clear();
       for (int j = 0; j < reqs[i].max; ++j) {

@@ -47,7 +47,7 @@ TEST_P(TargetParity, MatchesTransformers) {
   const int V = model.config().n_vocab;
   int seq_index = 0;
   for (const auto& seq : meta["sequences"]) {
-    auto kv = model.NewKv(1, 128);
+    auto kv = model.NewKv(1, 128).value();
     model::Batch batch;
     const auto tokens = seq["tokens"].get<std::vector<int32_t>>();
     const auto positions = seq["positions"].get<std::vector<int32_t>>();
@@ -101,7 +101,7 @@ TEST(TargetParityNegativeControl, DetectsAPerturbedModel) {
   auto m = model::Model::Load((dir / meta["model"].get<std::string>()).string(), be);
   ASSERT_TRUE(m.ok());
   const auto& seq = meta["sequences"][0];
-  auto kv = (*m)->NewKv(1, 128);
+  auto kv = (*m)->NewKv(1, 128).value();
   model::Batch batch;
   const auto tokens = seq["tokens"].get<std::vector<int32_t>>();
   for (size_t i = 0; i < tokens.size(); ++i) batch.Add(tokens[i], static_cast<int>(i), 0, true);

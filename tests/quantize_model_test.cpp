@@ -93,7 +93,7 @@ Agreement CompareWithReference(const std::string& path, const fs::path& dir) {
   EXPECT_TRUE(m.ok()) << m.status().message();
   if (!m.ok()) return a;
   for (const auto& seq : meta["sequences"]) {
-    auto kv = (*m)->NewKv(1, 128);
+    auto kv = (*m)->NewKv(1, 128).value();
     model::Batch batch;
     const auto tokens = seq["tokens"].get<std::vector<int32_t>>();
     const auto positions = seq["positions"].get<std::vector<int32_t>>();
@@ -160,7 +160,7 @@ std::vector<float> WideLogits(const std::string& path) {
   auto m = model::Model::Load(path, be);
   EXPECT_TRUE(m.ok()) << m.status().message();
   if (!m.ok()) return {};
-  auto kv = (*m)->NewKv(1, 64);
+  auto kv = (*m)->NewKv(1, 64).value();
   model::Batch batch;
   for (int i = 0; i < 24; ++i) batch.Add((i * 37 + 5) % 512, i, 0, true);
   model::ForwardResult out;

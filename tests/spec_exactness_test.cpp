@@ -204,7 +204,7 @@ class OracleProposer : public speculative::Proposer {
   OracleProposer(std::vector<int32_t> truth, int n_prompt, double p_wrong, int vocab)
       : truth_(std::move(truth)), n_prompt_(n_prompt), p_wrong_(p_wrong), vocab_(vocab) {}
   Status Draft(std::span<const speculative::DraftRequest> reqs, const backend::Tensor& hidden,
-               backend::KvStore&, std::span<std::vector<int32_t>* const> out) override {
+               kv::KvCache&, std::span<std::vector<int32_t>* const> out) override {
     EXPECT_FALSE(hidden.empty());
     for (size_t i = 0; i < reqs.size(); ++i) {
       out[i]->clear();

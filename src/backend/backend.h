@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/kv_view.h"
 #include "core/check.h"
 #include "core/dtype.h"
 #include "sample/sampler.h"
@@ -77,8 +78,6 @@ struct SampleRow {
   int64_t position = 0;  // absolute position of the token being chosen
 };
 
-class KvStore;  // per-layer K/V storage, defined in kv/
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -97,6 +96,10 @@ class Backend {
   virtual void Download(const IntTensor& t, std::span<int32_t> out) = 0;
   // Makes a weight usable by ops (a device upload for device backends; a view on the CPU).
   virtual Weight PrepareWeight(Weight host_view) = 0;
+  // Raw persistent storage (the KV cache), zeroed; freed when the last owner lets go.
+  virtual std::shared_ptr<void> NewBuffer(size_t bytes) = 0;
+  // Copies bytes between two buffers of backend memory (copy-on-write of cache blocks).
+  virtual void CopyBytes(void* dst, const void* src, size_t bytes) = 0;
 
   // y[r] = table[ids[r]] * scale, rows dequantized to f32.
   virtual void GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
@@ -145,15 +148,16 @@ class Backend {
   // y = concat(a, b) along columns.
   virtual void Concat(const Tensor& a, const Tensor& b, Tensor* y) = 0;
 
-  // Writes rows of K and V (heads of width head_dim) into layer `layer` of `kv` at each row's
-  // (seq, pos), before any attention reads them.
-  virtual void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
+  // Writes rows of K and V (heads of width head_dim) into the cache layer `kv` at each row's
+  // (seq, pos), converted to the cache's element type, before any attention reads them. The
+  // caller has made those positions writable (kv::KvCache::PrepareWrite).
+  virtual void KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
                        const RowInfo& rows) = 0;
   // Causal attention of each query row at position p over its own sequence's cached
   // positions in (p - window, p] (window <= 0: from 0), scale 1, GQA head mapping
   // h / (H / Hkv). With include_self false the key at p itself is excluded (a drafter's query
   // at the next position reads only what the target has cached).
-  virtual void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
+  virtual void Attention(const Tensor& q, const KvLayerView& kv, int n_head, int n_head_kv,
                          int head_dim, int window, bool include_self, const RowInfo& rows,
                          Tensor* out) = 0;
 

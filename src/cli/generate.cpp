@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "engine/generate.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"

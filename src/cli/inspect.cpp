@@ -9,7 +9,9 @@
 
 #include "cli/commands.h"
 #include "gguf/gguf.h"
+#include "kv/kv_cache.h"
 #include "model/config.h"
+#include "model/model.h"
 
 namespace lockstep::cli {
 namespace {
@@ -101,6 +103,27 @@ int PrintJson(const File& f, const InspectOptions& o) {
   return 0;
 }
 
+// KV cache bytes per sequence at the trained context and at 32768 positions, ours (default
+// 256-row steps) next to llama.cpp's for the same layers and cache type (n_ubatch 512).
+std::string KvMemoryTable(const model::ModelConfig& c) {
+  std::string s = fmt::format(
+      "\nKV cache per sequence (lockstep: sliding ring n_swa + 2 + 256; "
+      "llama.cpp: n_ubatch 512):\n  {:<6} {:>9} {:>14} {:>14}\n",
+      "type", "positions", "lockstep", "llama.cpp");
+  for (int n_ctx : {c.n_ctx_train, 32768}) {
+    if (n_ctx <= 0) continue;
+    for (const char* type : {"f32", "f16", "bf16"}) {
+      kv::CacheConfig kc = model::KvConfigFor(c, 1, n_ctx);
+      kc.max_step_rows = 256;
+      kc.type_k = kc.type_v = *kv::ParseCacheType(type);
+      s += fmt::format("  {:<6} {:>9} {:>14} {:>14}\n", type, n_ctx,
+                       HumanBytes(kv::KvCache::BytesPerSequence(kc, n_ctx)),
+                       HumanBytes(kv::LlamaCppBytesPerSequence(kc, n_ctx, c.n_swa)));
+    }
+  }
+  return s;
+}
+
 int PrintText(const File& f, const InspectOptions& o) {
   std::printf("%s: GGUF v%u, %s, alignment %llu, %zu metadata keys, %zu tensors (%s of data)\n",
               f.path().c_str(), f.version(), HumanBytes(f.file_size()).c_str(),
@@ -126,6 +149,7 @@ int PrintText(const File& f, const InspectOptions& o) {
     auto cfg = model::LoadConfig(f);
     if (cfg.ok()) {
       std::printf("\nmodel config:\n%s", model::ConfigToTable(*cfg).c_str());
+      if (!cfg->is_assistant()) std::printf("%s", KvMemoryTable(*cfg).c_str());
     } else {
       std::printf("\nmodel config: not available: %s\n", cfg.status().message().c_str());
     }

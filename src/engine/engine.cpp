@@ -36,7 +36,11 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const model::Model& target,
                           opt.n_seq_max);
   std::unique_ptr<Engine> e(new Engine(target, proposer, opt));
   backend::Backend& be = target.backend();
-  e->kv_ = target.NewKv(opt.n_seq_max, opt.n_ctx);
+  // One sequence writes at most a prefill chunk or a verify pass per step: the sliding rings
+  // are sized for that (kv/kv_cache.h).
+  const int step_rows = std::max(opt.prefill_chunk, opt.draft_max + 1);
+  LS_ASSIGN_OR_RETURN(e->kv_, target.NewKv(opt.n_seq_max, opt.n_ctx, step_rows, opt.cache_type_k,
+                                           opt.cache_type_v));
   e->hidden_carry_ = be.NewTensor(opt.n_seq_max, target.config().n_embd);
   e->ids_dev_ = be.NewIntTensor(opt.max_rows);
   e->copy_src_ = be.NewIntTensor(opt.n_seq_max);

@@ -14,7 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "sample/sampler.h"
 #include "speculative/acceptance.h"
@@ -95,7 +95,7 @@ class Engine {
   void set_token_sink(TokenSink sink) { token_sink_ = std::move(sink); }
   void set_logits_sink(LogitsSink sink) { logits_sink_ = std::move(sink); }
   const Options& options() const { return opt_; }
-  const backend::KvStore& kv() const { return *kv_; }
+  const kv::KvCache& kv() const { return *kv_; }
   // Rows of the last step's target forward (for benches and metrics).
   int last_step_rows() const { return last_rows_; }
 
@@ -113,7 +113,7 @@ class Engine {
   const model::Model& target_;
   speculative::Proposer* proposer_;
   Options opt_;
-  std::unique_ptr<backend::KvStore> kv_;
+  std::unique_ptr<kv::KvCache> kv_;
   model::Workspace ws_;
   model::StepOutputs out_;
   model::Batch batch_;

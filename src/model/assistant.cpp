@@ -107,7 +107,7 @@ Workspace Assistant::NewWorkspace(int max_rows) const {
   return Workspace(drafter_.backend(), drafter_.config(), max_rows, max_rows);
 }
 
-Status Assistant::CheckRows(const Batch& batch, const backend::KvStore& kv) const {
+Status Assistant::CheckRows(const Batch& batch, const kv::KvCache& kv) const {
   const ModelConfig& dc = drafter_.config();
   const int n = batch.size();
   if (n == 0) return Status::Error("draft: empty batch");
@@ -125,11 +125,15 @@ Status Assistant::CheckRows(const Batch& batch, const backend::KvStore& kv) cons
       return Status::Errorf("draft: sequence slot {} outside {} slots", batch.seq[r], kv.n_seq());
   }
   for (int t : kv_layer_)
-    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV store has no layer {}", t);
+    if (!kv.has_layer(t)) return Status::Errorf("draft: the KV cache has no layer {}", t);
+  // A sliding ring keeps a bounded number of keys; the drafter's window must fit in it.
+  if (kv.ring() > 0 && kv.ring() < kv.n_ctx() && layer_config_.n_swa > kv.ring())
+    return Status::Errorf("draft: sliding window of {} keys exceeds the cache's ring of {}",
+                          layer_config_.n_swa, kv.ring());
   return Status::Ok();
 }
 
-Status Assistant::Step(const Batch& batch, backend::KvStore& kv, Workspace& ws, DraftOutputs* out,
+Status Assistant::Step(const Batch& batch, const kv::KvCache& kv, Workspace& ws, DraftOutputs* out,
                        const TensorObserver* obs) const {
   LS_RETURN_IF_ERROR(CheckRows(batch, kv));
   const ModelConfig& dc = drafter_.config();
@@ -175,7 +179,7 @@ Status Assistant::Step(const Batch& batch, backend::KvStore& kv, Workspace& ws, 
   return Status::Ok();
 }
 
-Status Assistant::Step(const DraftRows& in, backend::KvStore& kv, DraftResult* out,
+Status Assistant::Step(const DraftRows& in, const kv::KvCache& kv, DraftResult* out,
                        const TensorObserver* obs) const {
   const int n = static_cast<int>(in.tokens.size());
   const int64_t bb = n_bb();

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 namespace lockstep::model {
@@ -58,15 +58,15 @@ class Assistant {
   // row must already be in ws.act.draft_h (rows 0..n-1). Reads (never writes) `target_kv`.
   // Intermediates are reported to `obs` as draft_inp, blk.<il>.*, result_norm, centroid_logits,
   // result_output, draft_h.
-  Status Step(const Batch& batch, backend::KvStore& target_kv, Workspace& ws, DraftOutputs* out,
+  Status Step(const Batch& batch, const kv::KvCache& target_kv, Workspace& ws, DraftOutputs* out,
               const TensorObserver* obs = nullptr) const;
   // The same from host rows, with the outputs copied to the host (tests and tools).
-  Status Step(const DraftRows& in, backend::KvStore& target_kv, DraftResult* out,
+  Status Step(const DraftRows& in, const kv::KvCache& target_kv, DraftResult* out,
               const TensorObserver* obs = nullptr) const;
 
  private:
   Assistant(const Model& target, const Model& drafter) : target_(target), drafter_(drafter) {}
-  Status CheckRows(const Batch& batch, const backend::KvStore& kv) const;
+  Status CheckRows(const Batch& batch, const kv::KvCache& kv) const;
   void CentroidHead(Workspace& ws, const backend::Tensor& hn, backend::Tensor* logits,
                     const TensorObserver* obs) const;
 

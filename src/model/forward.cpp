@@ -1,6 +1,7 @@
 // The Gemma 4 forward pass, written once against backend ops. It reads top to bottom in the
 // order of llama.cpp's graph and transformers' Gemma4TextDecoderLayer; every intermediate is
 // named so dump and compare tools need no model changes.
+#include <algorithm>
 #include <cmath>
 #include <span>
 #include <vector>
@@ -99,10 +100,10 @@ Tensor AttentionBlock(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv)
     be.Rope(&k, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
     ctx.Emit(il, "k", k);
     ctx.Emit(il, "v", v);
-    be.KvWrite(kv.store, kv.layer, k, v, ctx.rows);
+    be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);
   }
   Tensor attn = ctx.View(a.attn, q_width);
-  be.Attention(q, *kv.store, kv.layer, l.n_head, l.n_head_kv, l.head_dim,
+  be.Attention(q, kv.store->View(kv.layer), l.n_head, l.n_head_kv, l.head_dim,
                l.sliding ? ctx.c.n_swa : 0, kv.include_self, ctx.rows, &attn);
   ctx.Emit(il, "attn", attn);
   Tensor attn_proj = ctx.View(a.attn_proj, d);
@@ -187,7 +188,24 @@ void OutputHead(LayerCtx& ctx, const Tensor& x, const StepInputs& in, StepOutput
   out->hidden = hidden;
 }
 
-Status CheckBatch(const Batch& batch, const ModelConfig& c, const backend::KvStore& kv) {
+// Makes each sequence's written positions [lowest, highest + 1) writable before any layer
+// writes them.
+Status PrepareRows(const Batch& batch, kv::KvCache& kv) {
+  const int n = batch.size();
+  for (int r = 0; r < n; ++r) {
+    bool seen = false;
+    for (int e = 0; e < r && !seen; ++e) seen = batch.seq[e] == batch.seq[r];
+    if (seen) continue;
+    int lo = batch.pos[r], hi = batch.pos[r];
+    for (int e = r + 1; e < n; ++e)
+      if (batch.seq[e] == batch.seq[r])
+        lo = std::min(lo, batch.pos[e]), hi = std::max(hi, batch.pos[e]);
+    LS_RETURN_IF_ERROR(kv.PrepareWrite(batch.seq[r], lo, hi + 1).WithContext("forward"));
+  }
+  return Status::Ok();
+}
+
+Status CheckBatch(const Batch& batch, const ModelConfig& c, const kv::KvCache& kv) {
   const int n = batch.size();
   if (n == 0) return Status::Error("forward: empty batch");
   for (int r = 0; r < n; ++r) {
@@ -203,10 +221,11 @@ Status CheckBatch(const Batch& batch, const ModelConfig& c, const backend::KvSto
   return Status::Ok();
 }
 
-Status Model::Forward(const Batch& batch, backend::KvStore& kv, Workspace& ws, StepOutputs* out,
+Status Model::Forward(const Batch& batch, kv::KvCache& kv, Workspace& ws, StepOutputs* out,
                       const TensorObserver* obs) const {
   CHECK(!config_.is_assistant());
   LS_RETURN_IF_ERROR(CheckBatch(batch, config_, kv));
+  LS_RETURN_IF_ERROR(PrepareRows(batch, kv));
   ws.Upload(batch);
   const StepInputs& in = ws.in;
   Activations& a = ws.act;
@@ -230,7 +249,7 @@ Status Model::Forward(const Batch& batch, backend::KvStore& kv, Workspace& ws, S
   return Status::Ok();
 }
 
-Status Model::Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
+Status Model::Forward(const Batch& batch, kv::KvCache& kv, ForwardResult* out,
                       const ForwardOptions& opt) const {
   const int n_out = std::max<int>(1, static_cast<int>(batch.out_rows.size()));
   Workspace ws(*backend_, config_, std::max(1, batch.size()), n_out);

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "backend/backend.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/model.h"
 #include "model/workspace.h"
 
@@ -36,7 +36,7 @@ struct LayerCtx {
 
 // Which cache a layer attends over, and whether it writes its own rows there first.
 struct LayerKv {
-  backend::KvStore* store;
+  const kv::KvCache* store;
   int layer;
   bool write;         // compute this layer's K/V and store them before attending
   bool include_self;  // the query's own position is in the cache (false for a drafter)

@@ -10,7 +10,7 @@
 #include "backend/backend.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -45,6 +45,10 @@ struct ForwardOptions {
   const TensorObserver* observer = nullptr;
 };
 
+// The cache layout a model of this config needs (Model::KvConfig; `inspect` uses it without
+// loading weights).
+kv::CacheConfig KvConfigFor(const ModelConfig& config, int n_seq, int n_ctx);
+
 class Model {
  public:
   // Opens and validates the file, reads the config and binds the weights.
@@ -54,16 +58,24 @@ class Model {
   const ModelWeights& weights() const { return weights_; }
   const gguf::File& file() const { return *file_; }
   backend::Backend& backend() const { return *backend_; }
-  std::unique_ptr<backend::KvStore> NewKv(int n_seq, int n_ctx) const;
+  // The cache layout this model needs: one shape per layer (KV-sharing layers uncached), V as
+  // wide as K, sliding rings keeping n_swa + 2 keys (the drafter's reach) below each step.
+  kv::CacheConfig KvConfig(int n_seq, int n_ctx) const;
+  // A cache of KvConfig(n_seq, n_ctx) where one sequence writes at most max_step_rows rows per
+  // Forward (the prefill chunk, or draft_max + 1 for speculative verify).
+  Expected<std::unique_ptr<kv::KvCache>> NewKv(int n_seq, int n_ctx, int max_step_rows = 256,
+                                               DType type_k = DType::F32,
+                                               DType type_v = DType::F32) const;
 
-  // Target forward: uploads the batch into `ws`, writes the rows' K/V into `kv`, and leaves
-  // the output rows' logits and hidden states in `ws`. Allocates nothing. Errors on ids,
-  // positions or slots outside the vocabulary or the cache.
-  Status Forward(const Batch& batch, backend::KvStore& kv, Workspace& ws, StepOutputs* out,
+  // Target forward: makes the batch rows' positions writable in `kv` (PrepareWrite), uploads
+  // the batch into `ws`, writes the rows' K/V and leaves the output rows' logits and hidden
+  // states in `ws`. Allocates nothing. Errors on ids, positions or slots outside the vocabulary
+  // or the cache, or a cache that cannot take the step.
+  Status Forward(const Batch& batch, kv::KvCache& kv, Workspace& ws, StepOutputs* out,
                  const TensorObserver* obs = nullptr) const;
   // The same through a workspace made for the call, with the outputs copied to the host
   // (tests and tools; the engine keeps one workspace and never copies logits).
-  Status Forward(const Batch& batch, backend::KvStore& kv, ForwardResult* out,
+  Status Forward(const Batch& batch, kv::KvCache& kv, ForwardResult* out,
                  const ForwardOptions& opt = {}) const;
 
  private:

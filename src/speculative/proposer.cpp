@@ -27,7 +27,7 @@ AssistantProposer::AssistantProposer(const model::Assistant& assistant, int max_
 }
 
 Status AssistantProposer::Draft(std::span<const DraftRequest> reqs, const backend::Tensor& hidden,
-                                backend::KvStore& target_kv,
+                                kv::KvCache& target_kv,
                                 std::span<std::vector<int32_t>* const> out) {
   backend::Backend& be = assistant_.drafter().backend();
   const int64_t bb = assistant_.n_bb();

@@ -10,7 +10,7 @@
 
 #include "backend/backend.h"
 #include "core/status.h"
-#include "kv/kv_store.h"
+#include "kv/kv_cache.h"
 #include "model/assistant.h"
 #include "model/batch.h"
 
@@ -34,7 +34,7 @@ class Proposer {
   // Fills out[i] (cleared first) with drafts for reqs[i]. `hidden` holds target post-norm hidden
   // states in backend memory.
   virtual Status Draft(std::span<const DraftRequest> reqs, const backend::Tensor& hidden,
-                       backend::KvStore& target_kv, std::span<std::vector<int32_t>* const> out) = 0;
+                       kv::KvCache& target_kv, std::span<std::vector<int32_t>* const> out) = 0;
 };
 
 // The Gemma 4 assistant as a proposer: greedy drafts at one fixed query position per sequence
@@ -45,7 +45,7 @@ class AssistantProposer : public Proposer {
   // max_seqs: most sequences drafting in one call (sizes the workspace once).
   AssistantProposer(const model::Assistant& assistant, int max_seqs);
   Status Draft(std::span<const DraftRequest> reqs, const backend::Tensor& hidden,
-               backend::KvStore& target_kv, std::span<std::vector<int32_t>* const> out) override;
+               kv::KvCache& target_kv, std::span<std::vector<int32_t>* const> out) override;
 
  private:
   const model::Assistant& assistant_;

@@ -27,7 +27,8 @@ int main(int argc, char** argv) {
   for (size_t k = 0; k < prompts.size(); ++k) {
     const auto ids = prompts[k]["ids"].get<std::vector<int32_t>>();
     const int first = prompts[k]["first_row"].get<int>();
-    auto kv = model.NewKv(1, static_cast<int>(ids.size()) + 8);
+    auto kv =
+        model.NewKv(1, static_cast<int>(ids.size()) + 8, static_cast<int>(ids.size())).value();
     lockstep::model::Batch batch;
     for (size_t i = 0; i < ids.size(); ++i)
       batch.Add(ids[i], static_cast<int32_t>(i), 0, static_cast<int>(i) >= first);

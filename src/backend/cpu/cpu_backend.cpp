@@ -16,7 +16,8 @@ int64_t Weight::n_rows() const {
   return n;
 }
 
-CpuBackend::CpuBackend(int n_threads) : pool_(n_threads) {}
+CpuBackend::CpuBackend(int n_threads)
+    : pool_(n_threads), attn_scratch_(static_cast<size_t>(pool_.size())) {}
 
 Tensor CpuBackend::NewTensor(int64_t rows, int64_t cols) {
   CHECK(rows >= 0 && cols >= 0);
@@ -55,6 +56,16 @@ void CpuBackend::FromHost(std::span<const float> src, Tensor* t) {
 
 Weight CpuBackend::PrepareWeight(Weight host_view) {
   return host_view;
+}
+
+std::shared_ptr<void> CpuBackend::NewBuffer(size_t bytes) {
+  // Value-initialised (zeroed) bytes: a cache row nobody wrote reads as zeros, not garbage.
+  std::shared_ptr<uint8_t[]> buf(new uint8_t[std::max<size_t>(1, bytes)]());
+  return std::shared_ptr<void>(buf, buf.get());
+}
+
+void CpuBackend::CopyBytes(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
 }
 
 void WeightRowF32(const Weight& w, int64_t row, float* out) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/threadpool.h"
@@ -21,6 +22,8 @@ class CpuBackend : public Backend {
   void Upload(std::span<const int32_t> src, IntTensor* t) override;
   void Download(const IntTensor& t, std::span<int32_t> out) override;
   Weight PrepareWeight(Weight host_view) override;
+  std::shared_ptr<void> NewBuffer(size_t bytes) override;
+  void CopyBytes(void* dst, const void* src, size_t bytes) override;
 
   void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
   void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
@@ -45,11 +48,10 @@ class CpuBackend : public Backend {
                 std::span<const int32_t> dst) override;
   void SelectTokens(const Tensor& logits, std::span<const SampleRow> rows, IntTensor* ids) override;
   void Concat(const Tensor& a, const Tensor& b, Tensor* y) override;
-  void KvWrite(KvStore* kv, int layer, const Tensor& k, const Tensor& v,
+  void KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
                const RowInfo& rows) override;
-  void Attention(const Tensor& q, const KvStore& kv, int layer, int n_head, int n_head_kv,
-                 int head_dim, int window, bool include_self, const RowInfo& rows,
-                 Tensor* out) override;
+  void Attention(const Tensor& q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
+                 int window, bool include_self, const RowInfo& rows, Tensor* out) override;
   void MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate, const Weight* up,
               const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
 
@@ -57,6 +59,10 @@ class CpuBackend : public Backend {
 
  private:
   ThreadPool pool_;
+  // Attention scratch per pool worker (scores, accumulator, converted keys and values): grown
+  // on the calling thread before a parallel pass, never shrunk, so steady-state decode does
+  // not allocate.
+  std::vector<std::vector<float>> attn_scratch_;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.
