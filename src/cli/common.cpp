@@ -137,11 +137,4 @@ std::string SummaryLine(const nlohmann::json& j) {
   return s;
 }
 
-Expected<DType> ParseCacheType(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  if (name == "bf16") return DType::BF16;
-  return Status::Errorf("cache type '{}' is not one of f32, f16, bf16", name);
-}
-
 }  // namespace lockstep::cli

@@ -39,7 +39,5 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                             std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
-// KV cache element types by llama.cpp's --cache-type-k/v names: f32, f16, bf16.
-Expected<DType> ParseCacheType(const std::string& name);
 
 }  // namespace lockstep::cli

@@ -178,7 +178,7 @@ int Run(const Args& a) {
   for (auto [flag, name, type] :
        {std::tuple{"--cache-type-k", &a.cache_type_k, &opt.cache_type_k},
         std::tuple{"--cache-type-v", &a.cache_type_v, &opt.cache_type_v}}) {
-    auto t = ParseCacheType(*name);
+    auto t = kv::ParseCacheType(*name);
     if (!t.ok()) return Fail(Status::Errorf("{}: {}", flag, t.status().message()));
     *type = *t;
   }

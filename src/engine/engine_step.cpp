@@ -33,8 +33,7 @@ Status Engine::Draft() {
     q.max = k;
     q.p_min = s.req.draft_p_min;
     q.hidden_row = s.slot;
-    q.forced = s.req.forced.empty() ? nullptr : &s.req.forced;
-    q.emitted = static_cast<int64_t>(s.result.tokens.size());
+    q.history = s.history;
     draft_reqs_.push_back(q);
     draft_outs_.push_back(&s.drafts);
   }

@@ -24,8 +24,9 @@ struct DraftRequest {
   int max = 1;             // drafts wanted (>= 1); fewer, even none, are fine
   float p_min = 0.0f;      // stop when a draft's probability under the drafter falls below
   int32_t hidden_row = 0;  // row of `hidden` with the target state whose logits selected `last`
-  const std::vector<int32_t>* forced = nullptr;  // oracle proposers: the stream being replayed
-  int64_t emitted = 0;                           // tokens of that stream emitted so far
+  // The sequence so far: prompt then emitted tokens, ending with `last` (n-gram and oracle
+  // proposers read it; the assistant does not).
+  std::span<const int32_t> history;
 };
 
 class Proposer {

@@ -14,6 +14,11 @@ namespace lockstep::testing {
 class ShapeDependentBackend : public backend::CpuBackend {
  public:
   using CpuBackend::CpuBackend;
+  // Every matmul entry point goes through the shape-dependent MatMul (the CPU backend's fused
+  // MatMuls would otherwise keep Q/K/V and gate/up exact).
+  void MatMuls(const backend::Tensor& x, std::span<const MatMulOut> outs) override {
+    for (const MatMulOut& o : outs) MatMul(*o.w, x, o.y);
+  }
   void MatMul(const backend::Weight& w, const backend::Tensor& x, backend::Tensor* y) override {
     if (x.rows() == 1) return CpuBackend::MatMul(w, x, y);
     std::vector<float> wrow(static_cast<size_t>(w.ne[0]));
