@@ -9,9 +9,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/half.h"
+#include "engine/generate.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
-#include "engine/generate.h"
+#include "testing/kv_shapes.h"
 #include "testing/models.h"
 #include "testing/synthetic_assistant.h"
 
@@ -22,6 +23,7 @@ using backend::CpuBackend;
 using kv::CacheConfig;
 using kv::KvCache;
 using model::Model;
+using testing::Gemma26bA4b;
 
 // Layer 0 full, layer 1 sliding, layer 2 shares another layer's cache.
 CacheConfig SmallConfig(int n_seq, int n_ctx) {
@@ -228,23 +230,6 @@ TEST(KvCache, HalfAndBf16WritesRoundToNearestEven) {
   // Negative control: truncation would store 0x3C01 / 0x3F81 for the upper ties.
   EXPECT_NE(StoredBits(DType::F16, 1.0f + 3 * 0x1p-11f), 0x3C01);
   EXPECT_NE(StoredBits(DType::BF16, 1.0f + 3 * 0x1p-8f), 0x3F81);
-}
-
-// 26B-A4B's cache shape (/work/shared/spec/gemma4-arch.md): 30 layers, full at 5, 11, ..., 29
-// with 2 kv heads of 512; sliding layers 8 kv heads of 256, window 1024; llama.cpp stores V
-// beside K on the K=V full layers, and so do we (V is normalised differently from K).
-CacheConfig Gemma26bA4b(int n_ctx, DType t) {
-  CacheConfig c;
-  for (int il = 0; il < 30; ++il) {
-    const bool full = il % 6 == 5;
-    const int64_t w = full ? 2 * 512 : 8 * 256;
-    c.layers.push_back({true, !full, w, w});
-  }
-  c.n_ctx = n_ctx;
-  c.sliding_keep = 1024 + 2;
-  c.max_step_rows = 256;
-  c.type_k = c.type_v = t;
-  return c;
 }
 
 TEST(KvCache, Gemma26bA4bPerSequenceBytesAtMostLlamaCpp) {
