@@ -7,13 +7,13 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "sample/sampler.h"
 
 namespace lockstep::lab {
 namespace {
 
-// Greedy's order: higher logit first, equal logits to the lower id.
 bool Before(std::span<const float> l, int32_t a, int32_t b) {
-  return l[a] > l[b] || (l[a] == l[b] && a < b);
+  return sample::RanksBefore(l.data(), a, b);
 }
 
 }  // namespace

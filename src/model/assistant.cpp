@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "model/forward_impl.h"
+#include "sample/sampler.h"
 
 namespace lockstep::model {
 namespace {
@@ -228,7 +229,7 @@ void Assistant::CentroidHead(Workspace& ws, const Tensor& hn, Tensor* logits,
     const float* c = c_host.data() + static_cast<size_t>(r) * nc;
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                      [c](int32_t a, int32_t b) { return c[a] > c[b] || (c[a] == c[b] && a < b); });
+                      [c](int32_t a, int32_t b) { return sample::RanksBefore(c, a, b); });
     int32_t* dst = ids.data() + r * n_cand;
     for (int j = 0; j < k; ++j)
       std::copy_n(ordering_.data() + static_cast<size_t>(order[j]) * per, per, dst + j * per);

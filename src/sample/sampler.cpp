@@ -27,7 +27,8 @@ int32_t Argmax(std::span<const float> logits) {
 }
 
 double UniformAt(uint64_t seed, int64_t position, int64_t index) {
-  const uint64_t h = Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(index));
+  const uint64_t h =
+      Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(position)) ^ static_cast<uint64_t>(index));
   // 53 random bits, offset by half an ulp so the value is never 0 or 1.
   return (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
@@ -39,9 +40,7 @@ int32_t Select(const Settings& s, int64_t position, std::span<const float> logit
     candidates.resize(logits.size());
     std::iota(candidates.begin(), candidates.end(), 0);
     std::partial_sort(candidates.begin(), candidates.begin() + s.top_k, candidates.end(),
-                      [&](int32_t a, int32_t b) {
-                        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-                      });
+                      [&](int32_t a, int32_t b) { return RanksBefore(logits.data(), a, b); });
     candidates.resize(static_cast<size_t>(s.top_k));
   }
   const double inv_t = 1.0 / static_cast<double>(s.temperature);

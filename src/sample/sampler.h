@@ -10,8 +10,15 @@ namespace lockstep::sample {
 struct Settings {
   float temperature = 0.0f;  // 0 = greedy
   uint64_t seed = 0;
-  int top_k = 0;             // 0 = whole vocabulary
+  int top_k = 0;  // 0 = whole vocabulary
 };
+
+// Greedy's order, the one ranking used wherever lockstep ranks ids by value (top-k sampling,
+// expert routing, centroid selection, the lab's ranks): the higher value first, equal values
+// to the lower id, so a ranking never depends on the sort algorithm.
+inline bool RanksBefore(const float* values, int32_t a, int32_t b) {
+  return values[a] > values[b] || (values[a] == values[b] && a < b);
+}
 
 // Greedy: the highest logit, ties to the lowest id.
 int32_t Argmax(std::span<const float> logits);
