@@ -9,11 +9,36 @@
 
 namespace lockstep::backend {
 
+namespace {
+// Rows and sets prepared up front: cover the decode, verify and drafting batches and the
+// distinct weight types of one MatMuls call, so steady-state steps never grow them (larger
+// batches grow a set geometrically).
+constexpr size_t kMinPreparedRows = 64, kMinPreparedSets = 4;
+}  // namespace
+
+void CpuBackend::NoteActivationWidth(int64_t cols) {
+  if (cols <= widest_ && prepared_.size() >= kMinPreparedSets) return;
+  widest_ = std::max(widest_, cols);
+  if (prepared_.size() < kMinPreparedSets) prepared_.resize(kMinPreparedSets);
+  // Quantized layouts take at most ~1.15 bytes per element (scale and sums per block).
+  const size_t f32_floats = static_cast<size_t>(widest_);
+  const size_t q_bytes = 2 * f32_floats;
+  for (PreparedSet& ps : prepared_) {
+    if (ps.rows.size() < kMinPreparedRows) ps.rows.resize(kMinPreparedRows);
+    for (quant::PreparedRow& row : ps.rows) {
+      row.f32.reserve(f32_floats);
+      row.q.reserve(q_bytes);
+    }
+  }
+}
+
 const quant::PreparedRow* CpuBackend::PrepareRows(size_t set, const Weight& w, const Tensor& x) {
+  NoteActivationWidth(x.cols());
   if (prepared_.size() <= set) prepared_.resize(set + 1);
-  std::vector<quant::PreparedRow>& rows = prepared_[set];
-  if (rows.size() < static_cast<size_t>(x.rows())) rows.resize(static_cast<size_t>(x.rows()));
-  quant::PreparedRow* p = rows.data();
+  PreparedSet& ps = prepared_[set];
+  const size_t n = static_cast<size_t>(x.rows());
+  if (ps.rows.size() < n) ps.rows.resize(std::max(n, 2 * ps.rows.size()));
+  quant::PreparedRow* p = ps.rows.data();
   pool_.ParallelFor(x.rows(), 8, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) quant::PrepareRow(w.type, x.row(r), x.cols(), &p[r]);
   });
@@ -96,6 +121,7 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
 
 void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CheckShapes(w, x, *y);
+  NoteActivationWidth(x.cols());
   const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
   pool_.ParallelFor(NumBlocks(w), Grain(x),
                     [&](int64_t b, int64_t e) { MatMulBlocks(w, x, prepared, y, b, e); });
@@ -107,6 +133,7 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
   mm_first_.assign(outs.size() + 1, 0);
   mm_prep_.assign(outs.size(), nullptr);
   mm_types_.clear();
+  NoteActivationWidth(x.cols());
   for (size_t i = 0; i < outs.size(); ++i) {
     const Weight& w = *outs[i].w;
     CheckShapes(w, x, *outs[i].y);
@@ -118,7 +145,7 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       mm_types_.push_back(w.type);
       PrepareRows(set, w, x);
     }
-    mm_prep_[i] = prepared_[set].data();
+    mm_prep_[i] = prepared_[set].rows.data();
   }
   pool_.ParallelFor(mm_first_.back(), Grain(x), [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < outs.size(); ++i) {
