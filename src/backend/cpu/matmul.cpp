@@ -133,6 +133,7 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
   mm_first_.assign(outs.size() + 1, 0);
   mm_prep_.assign(outs.size(), nullptr);
   mm_types_.clear();
+  mm_types_.reserve(outs.size());  // even when no output prepares this time (rows kernel)
   NoteActivationWidth(x.cols());
   for (size_t i = 0; i < outs.size(); ++i) {
     const Weight& w = *outs[i].w;
