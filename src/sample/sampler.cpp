@@ -36,6 +36,14 @@ double UniformAt(uint64_t seed, int64_t position, int64_t index) {
 int32_t Select(const Settings& s, int64_t position, std::span<const float> logits) {
   if (s.temperature <= 0.0f) return Argmax(logits);
   std::vector<int32_t> candidates;
+  return Select(s, position, logits, &candidates);
+}
+
+int32_t Select(const Settings& s, int64_t position, std::span<const float> logits,
+               std::vector<int32_t>* scratch) {
+  if (s.temperature <= 0.0f) return Argmax(logits);
+  std::vector<int32_t>& candidates = *scratch;
+  candidates.clear();  // empty: the whole vocabulary
   if (s.top_k > 0 && static_cast<size_t>(s.top_k) < logits.size()) {
     candidates.resize(logits.size());
     std::iota(candidates.begin(), candidates.end(), 0);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace lockstep::sample {
 
@@ -27,6 +28,10 @@ int32_t Argmax(std::span<const float> logits);
 // is Gumbel noise from a counter-based generator keyed by (seed, position, i). Equivalent to
 // sampling from softmax(logits / T), with no state carried between calls.
 int32_t Select(const Settings& s, int64_t position, std::span<const float> logits);
+// The same selection, with the top-k candidate list kept in `scratch` (reused between calls,
+// so a caller that keeps it allocates nothing once it has grown to the vocabulary).
+int32_t Select(const Settings& s, int64_t position, std::span<const float> logits,
+               std::vector<int32_t>* scratch);
 
 // A uniform double in (0, 1) derived from (seed, position, index) alone.
 double UniformAt(uint64_t seed, int64_t position, int64_t index);

@@ -17,7 +17,9 @@ int64_t Weight::n_rows() const {
 }
 
 CpuBackend::CpuBackend(int n_threads)
-    : pool_(n_threads), attn_scratch_(static_cast<size_t>(pool_.size())) {}
+    : pool_(n_threads),
+      attn_scratch_(static_cast<size_t>(pool_.size())),
+      worker_(static_cast<size_t>(pool_.size())) {}
 
 Tensor CpuBackend::NewTensor(int64_t rows, int64_t cols) {
   CHECK(rows >= 0 && cols >= 0);
@@ -191,8 +193,8 @@ void CpuBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
 void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
                          float extra_scale, Tensor* y) {
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
-  // Norm weights are F32 in every release: read them in place (no per-call copy in decode).
-  std::vector<float> wf;
+  // Norm weights are F32 in every release: read them in place; other types are expanded into
+  // a reused buffer.
   const float* wp = nullptr;
   if (w) {
     CHECKF(w->ne[0] == group, "norm weight {} has {} elements, group is {}", w->name, w->ne[0],
@@ -200,9 +202,9 @@ void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t gr
     if (w->type == DType::F32) {
       wp = static_cast<const float*>(w->data);
     } else {
-      wf.resize(static_cast<size_t>(group));
-      WeightRowF32(*w, 0, wf.data());
-      wp = wf.data();
+      norm_w_.resize(static_cast<size_t>(group));
+      WeightRowF32(*w, 0, norm_w_.data());
+      wp = norm_w_.data();
     }
   }
   const int64_t groups = x.cols() / group;
@@ -216,18 +218,20 @@ void CpuBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int
                       const Weight* freq_factors) {
   CHECK(x->cols() % head_dim == 0 && static_cast<int64_t>(pos.size()) == x->rows());
   const int half = n_rot / 2;
-  std::vector<float> ff(static_cast<size_t>(half), 1.0f);
+  // ff_i: the model's frequency factors (their first `half`), else 1.
+  const float* ff = nullptr;
   if (freq_factors) {
     CHECK(freq_factors->ne[0] >= half);
-    std::vector<float> all(static_cast<size_t>(freq_factors->ne[0]));
-    WeightRowF32(*freq_factors, 0, all.data());
-    std::copy(all.begin(), all.begin() + half, ff.begin());
+    rope_ff_.resize(static_cast<size_t>(freq_factors->ne[0]));
+    WeightRowF32(*freq_factors, 0, rope_ff_.data());
+    ff = rope_ff_.data();
   }
   // theta_i = pos * base^(-2i/n_rot) / ff_i, evaluated in double then rounded: a pure function
   // of (pos, i), identical for every batch.
-  std::vector<double> inv_freq(static_cast<size_t>(half));
+  rope_inv_freq_.resize(static_cast<size_t>(half));
+  double* inv_freq = rope_inv_freq_.data();
   for (int i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / n_rot) / ff[i];
+    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff ? ff[i] : 1.0f);
   const int64_t heads = x->cols() / head_dim;
   ForRows(pool_, x->rows(), [&](int64_t r) {
     for (int i = 0; i < half; ++i) {

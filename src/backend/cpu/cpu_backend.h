@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "core/threadpool.h"
+#include "quant/quant.h"
 
 namespace lockstep::backend {
 
@@ -58,11 +59,42 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return pool_; }
 
  private:
+  // Scratch of one pool worker for the kernels that need more than registers: MoE routing and
+  // expert activations, top-k candidates of token selection.
+  struct WorkerScratch {
+    std::vector<float> probs, hid, act;
+    std::vector<int> experts;
+    quant::PreparedRow xin, xact;
+    std::vector<int32_t> candidates;
+  };
+  // Prepared activation rows, reused across calls. Every row keeps the largest buffers any
+  // row of the set has needed, so a row index first used by a later, larger step (more
+  // drafting sequences, more verify rows) finds its buffers ready.
+  struct PreparedSet {
+    std::vector<quant::PreparedRow> rows;
+  };
+  // Records the width of a matmul's activations (every call, whichever kernel runs it): every
+  // prepared row is reserved for the widest, so a later call that first prepares that width
+  // (a single drafting sequence, say) finds the buffers ready.
+  void NoteActivationWidth(int64_t cols);
+  // x's rows prepared for w's type, in set `set` (MatMuls prepares one set per weight type of
+  // its outputs).
+  const quant::PreparedRow* PrepareRows(size_t set, const Weight& w, const Tensor& x);
+
   ThreadPool pool_;
-  // Attention scratch per pool worker (scores, accumulator, converted keys and values): grown
-  // on the calling thread before a parallel pass, never shrunk, so steady-state decode does
-  // not allocate.
+  // Every buffer below is grown on first use and never shrunk, so steady-state decode (the
+  // same shapes step after step) allocates nothing. Per-worker scratch is grown either on the
+  // calling thread before a parallel pass or by its own worker.
+  // Attention scratch per pool worker (scores, accumulator, converted keys and values).
   std::vector<std::vector<float>> attn_scratch_;
+  std::vector<WorkerScratch> worker_;                // by pool worker index
+  std::vector<PreparedSet> prepared_;                // prepared activation sets
+  int64_t widest_ = 0;                               // widest matmul activation row seen
+  std::vector<int64_t> mm_first_;                    // MatMuls: first block of each output
+  std::vector<const quant::PreparedRow*> mm_prep_;   // MatMuls: each output's prepared rows
+  std::vector<DType> mm_types_;                      // MatMuls: weight type of each set
+  std::vector<float> rope_ff_, norm_w_, moe_scale_;  // weights read as f32
+  std::vector<double> rope_inv_freq_;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.

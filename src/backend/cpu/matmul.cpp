@@ -8,17 +8,42 @@
 #include "quant/quant.h"
 
 namespace lockstep::backend {
-namespace {
 
-std::vector<quant::PreparedRow> PrepareRows(ThreadPool& pool, const Weight& w, const Tensor& x) {
-  std::vector<quant::PreparedRow> rows(static_cast<size_t>(x.rows()));
-  pool.ParallelFor(x.rows(), 8, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) quant::PrepareRow(w.type, x.row(r), x.cols(), &rows[r]);
-  });
-  return rows;
+namespace {
+// Rows and sets prepared up front: cover the decode, verify and drafting batches and the
+// distinct weight types of one MatMuls call, so steady-state steps never grow them (larger
+// batches grow a set geometrically).
+constexpr size_t kMinPreparedRows = 64, kMinPreparedSets = 4;
+}  // namespace
+
+void CpuBackend::NoteActivationWidth(int64_t cols) {
+  if (cols <= widest_ && prepared_.size() >= kMinPreparedSets) return;
+  widest_ = std::max(widest_, cols);
+  if (prepared_.size() < kMinPreparedSets) prepared_.resize(kMinPreparedSets);
+  // Quantized layouts take at most ~1.15 bytes per element (scale and sums per block).
+  const size_t f32_floats = static_cast<size_t>(widest_);
+  const size_t q_bytes = 2 * f32_floats;
+  for (PreparedSet& ps : prepared_) {
+    if (ps.rows.size() < kMinPreparedRows) ps.rows.resize(kMinPreparedRows);
+    for (quant::PreparedRow& row : ps.rows) {
+      row.f32.reserve(f32_floats);
+      row.q.reserve(q_bytes);
+    }
+  }
 }
 
-}  // namespace
+const quant::PreparedRow* CpuBackend::PrepareRows(size_t set, const Weight& w, const Tensor& x) {
+  NoteActivationWidth(x.cols());
+  if (prepared_.size() <= set) prepared_.resize(set + 1);
+  PreparedSet& ps = prepared_[set];
+  const size_t n = static_cast<size_t>(x.rows());
+  if (ps.rows.size() < n) ps.rows.resize(std::max(n, 2 * ps.rows.size()));
+  quant::PreparedRow* p = ps.rows.data();
+  pool_.ParallelFor(x.rows(), 8, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) quant::PrepareRow(w.type, x.row(r), x.cols(), &p[r]);
+  });
+  return p;
+}
 
 void CpuBackend::GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
                          Tensor* y) {
@@ -60,10 +85,10 @@ bool UsesRowsKernel(const Weight& w, const Tensor& x) {
   return x.rows() > 1 && HasDotRows4(w.type);
 }
 
-// Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused
-// by the rows kernel).
-void MatMulBlocks(const Weight& w, const Tensor& x, const std::vector<quant::PreparedRow>& prepared,
-                  Tensor* y, int64_t b, int64_t e) {
+// Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused,
+// and may be null, for the rows kernel).
+void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* prepared, Tensor* y,
+                  int64_t b, int64_t e) {
   const int64_t n_out = w.n_rows(), n_rows = x.rows();
   const int64_t j_end = std::min(n_out, e * kBlock);
   if (UsesRowsKernel(w, x)) {
@@ -96,39 +121,38 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const std::vector<quant::Pre
 
 void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CheckShapes(w, x, *y);
-  std::vector<quant::PreparedRow> prepared;
-  if (!UsesRowsKernel(w, x)) prepared = PrepareRows(pool_, w, x);
+  NoteActivationWidth(x.cols());
+  const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
   pool_.ParallelFor(NumBlocks(w), Grain(x),
                     [&](int64_t b, int64_t e) { MatMulBlocks(w, x, prepared, y, b, e); });
 }
 
 void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
   // One parallel pass over the column blocks of all outputs laid end to end; x is prepared
-  // once per weight type.
-  std::vector<int64_t> first(outs.size() + 1, 0);
-  std::vector<const std::vector<quant::PreparedRow>*> prep(outs.size(), nullptr);
-  std::vector<std::pair<DType, std::vector<quant::PreparedRow>>> by_type;
-  by_type.reserve(outs.size());
+  // once per weight type (set i of prepared_ for the i-th distinct type).
+  mm_first_.assign(outs.size() + 1, 0);
+  mm_prep_.assign(outs.size(), nullptr);
+  mm_types_.clear();
+  mm_types_.reserve(outs.size());  // even when no output prepares this time (rows kernel)
+  NoteActivationWidth(x.cols());
   for (size_t i = 0; i < outs.size(); ++i) {
     const Weight& w = *outs[i].w;
     CheckShapes(w, x, *outs[i].y);
-    first[i + 1] = first[i] + NumBlocks(w);
+    mm_first_[i + 1] = mm_first_[i] + NumBlocks(w);
     if (UsesRowsKernel(w, x)) continue;
-    auto it = std::find_if(by_type.begin(), by_type.end(),
-                           [&](const auto& p) { return p.first == w.type; });
-    if (it == by_type.end()) {
-      by_type.emplace_back(w.type, PrepareRows(pool_, w, x));
-      it = by_type.end() - 1;
+    size_t set = 0;
+    while (set < mm_types_.size() && mm_types_[set] != w.type) ++set;
+    if (set == mm_types_.size()) {
+      mm_types_.push_back(w.type);
+      PrepareRows(set, w, x);
     }
-    prep[i] = &it->second;
+    mm_prep_[i] = prepared_[set].rows.data();
   }
-  static const std::vector<quant::PreparedRow> kNone;
-  pool_.ParallelFor(first.back(), Grain(x), [&](int64_t b, int64_t e) {
+  pool_.ParallelFor(mm_first_.back(), Grain(x), [&](int64_t b, int64_t e) {
     for (size_t i = 0; i < outs.size(); ++i) {
-      const int64_t lo = std::max(b, first[i]), hi = std::min(e, first[i + 1]);
+      const int64_t lo = std::max(b, mm_first_[i]), hi = std::min(e, mm_first_[i + 1]);
       if (lo < hi)
-        MatMulBlocks(*outs[i].w, x, prep[i] ? *prep[i] : kNone, outs[i].y, lo - first[i],
-                     hi - first[i]);
+        MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i]);
     }
   });
 }
@@ -137,7 +161,7 @@ void CpuBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const in
                             int64_t ids_per_row, Tensor* y) {
   CHECK(w.ne[0] == x.cols() && y->cols() == ids_per_row && y->rows() == x.rows());
   CHECK(static_cast<int64_t>(ids.size()) == x.rows() * ids_per_row);
-  const auto prepared = PrepareRows(pool_, w, x);
+  const quant::PreparedRow* prepared = PrepareRows(0, w, x);
   pool_.ParallelFor(x.rows() * ids_per_row, 64, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const int64_t r = i / ids_per_row;

@@ -12,15 +12,14 @@
 namespace lockstep::backend {
 namespace {
 
-// Top-k of probabilities, ties broken by the lower expert id; returned sorted by expert id.
-std::vector<int> TopK(const std::vector<float>& p, int k) {
-  std::vector<int> idx(p.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+// Top-k of probabilities into `idx`, ties broken by the lower expert id; sorted by expert id.
+void TopK(const std::vector<float>& p, int k, std::vector<int>* idx) {
+  idx->resize(p.size());
+  std::iota(idx->begin(), idx->end(), 0);
+  std::partial_sort(idx->begin(), idx->begin() + k, idx->end(),
                     [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  idx.resize(static_cast<size_t>(k));
-  std::sort(idx.begin(), idx.end());
-  return idx;
+  idx->resize(static_cast<size_t>(k));
+  std::sort(idx->begin(), idx->end());
 }
 
 }  // namespace
@@ -33,19 +32,31 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
   const int64_t n_ff = up ? gate.ne[1] : gate.ne[1] / 2;
   CHECK(gate.ne[0] == n_embd && gate.ne[2] == n_expert && down.ne[0] == n_ff);
   CHECK(down.ne[1] == n_embd && y->cols() == n_embd && n_used <= n_expert);
-  std::vector<float> scale(static_cast<size_t>(n_expert), 1.0f);
-  if (down_scale) WeightRowF32(*down_scale, 0, scale.data());
-  pool_.ParallelFor(x.rows(), 1, [&](int64_t b, int64_t e) {
-    std::vector<float> hid(static_cast<size_t>(2 * n_ff)), act(static_cast<size_t>(n_ff));
-    quant::PreparedRow xin, xact;
+  moe_scale_.assign(static_cast<size_t>(n_expert), 1.0f);
+  if (down_scale) WeightRowF32(*down_scale, 0, moe_scale_.data());
+  const float* scale = moe_scale_.data();
+  // Size every worker's scratch here, on the calling thread; the workers only reuse it.
+  for (WorkerScratch& ws : worker_) {
+    ws.hid.resize(static_cast<size_t>(2 * n_ff));
+    ws.act.resize(static_cast<size_t>(n_ff));
+    ws.probs.resize(static_cast<size_t>(n_expert));
+    ws.experts.reserve(static_cast<size_t>(n_expert));
+  }
+  pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
+    WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
+    std::vector<float>& p = ws.probs;
+    float* hid = ws.hid.data();
+    float* act = ws.act.data();
+    quant::PreparedRow& xin = ws.xin;
+    quant::PreparedRow& xact = ws.xact;
     for (int64_t r = b; r < e; ++r) {
       const float* lg = router_logits.row(r);
       const float mx = *std::max_element(lg, lg + n_expert);
-      std::vector<float> p(static_cast<size_t>(n_expert));
       float sum = 0.0f;
       for (int i = 0; i < n_expert; ++i) sum += (p[i] = std::exp(lg[i] - mx));
       for (float& v : p) v /= sum;
-      const std::vector<int> sel = TopK(p, n_used);
+      TopK(p, n_used, &ws.experts);
+      const std::vector<int>& sel = ws.experts;
       float wsum = 0.0f;
       for (int ex : sel) wsum += p[ex];
       float* out = y->row(r);
@@ -59,7 +70,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
                              : quant::DotRow(gate.row(base + n_ff + j), xin);
         }
         for (int64_t j = 0; j < n_ff; ++j) act[j] = GeluTanh(hid[j]) * hid[n_ff + j];
-        quant::PrepareRow(down.type, act.data(), n_ff, &xact);
+        quant::PrepareRow(down.type, act, n_ff, &xact);
         const float w = p[ex] / wsum * scale[ex];
         for (int64_t j = 0; j < n_embd; ++j)
           out[j] += w * quant::DotRow(down.row(static_cast<int64_t>(ex) * n_embd + j), xact);

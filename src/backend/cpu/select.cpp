@@ -12,10 +12,12 @@ void CpuBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> r
          "select: {} rows for {} logit rows and {} ids", rows.size(), logits.rows(), ids->size());
   const size_t n_vocab = static_cast<size_t>(logits.cols());
   // A full-vocabulary row is a long scan: split rows over threads when there are several.
-  pool_.ParallelFor(static_cast<int64_t>(rows.size()), 1, [&](int64_t b, int64_t e) {
+  // Top-k candidates live in the worker's scratch (grown once to the vocabulary).
+  pool_.ParallelForWorker(static_cast<int64_t>(rows.size()), 1, [&](int w, int64_t b, int64_t e) {
+    std::vector<int32_t>* scratch = &worker_[static_cast<size_t>(w)].candidates;
     for (int64_t r = b; r < e; ++r) {
       const SampleRow& s = rows[static_cast<size_t>(r)];
-      ids->data()[r] = sample::Select(s.settings, s.position, {logits.row(r), n_vocab});
+      ids->data()[r] = sample::Select(s.settings, s.position, {logits.row(r), n_vocab}, scratch);
     }
   });
 }
