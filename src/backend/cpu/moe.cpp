@@ -8,6 +8,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "quant/quant.h"
+#include "sample/sampler.h"
 
 namespace lockstep::backend {
 namespace {
@@ -17,7 +18,7 @@ void TopK(const std::vector<float>& p, int k, std::vector<int>* idx) {
   idx->resize(p.size());
   std::iota(idx->begin(), idx->end(), 0);
   std::partial_sort(idx->begin(), idx->begin() + k, idx->end(),
-                    [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+                    [&](int a, int b) { return sample::RanksBefore(p.data(), a, b); });
   idx->resize(static_cast<size_t>(k));
   std::sort(idx->begin(), idx->end());
 }
