@@ -177,6 +177,10 @@ struct Case {
   int threads;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name << " " << Name(c.cache) << " threads " << c.threads;
+}
+
 class EngineExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineExactness, SequencesTogetherMatchEachAlone) {

@@ -344,6 +344,41 @@ TEST(LabAccept, ReplayOnTheTargetsOwnStreamReproducesRealSpeculationCounters) {
   }
 }
 
+// A stop token inside a round: the counters describe only drafts that predicted emitted tokens,
+// so generate --draft and lab accept over the emitted stream agree exactly (they used to count
+// the drafts past the stop token in generate only).
+TEST(LabAccept, StreamsEndedByAStopTokenCountTheSame) {
+  Pair p = LoadPair();
+  int64_t checked = 0;
+  for (int k : {2, 4, 6}) {
+    for (int i = 0; i < 6; ++i) {
+      const auto prompt = Prompt(40 + i, 7);
+      engine::GenerateOptions g;
+      g.n_predict = 48;
+      g.draft_max = k;
+      g.adaptive_draft = false;
+      auto full = engine::GenerateSpeculative(*p.t.m, *p.draft, prompt, g);
+      ASSERT_TRUE(full.ok());
+      g.stop_tokens = {full->tokens[static_cast<size_t>(10 + 5 * i)]};
+      auto real = engine::GenerateSpeculative(*p.t.m, *p.draft, prompt, g);
+      ASSERT_TRUE(real.ok());
+      ASSERT_LT(real->tokens.size(), full->tokens.size());
+      if (real->tokens.size() < 3) continue;  // the stop token came first: nothing to draft
+      speculative::AssistantProposer proposer(*p.assistant, 1);
+      lab::AcceptOptions ao;
+      ao.draft_max = k;
+      auto rep = lab::MeasureAcceptance(*p.t.m, proposer, prompt, real->tokens, ao);
+      ASSERT_TRUE(rep.ok()) << rep.status().message();
+      EXPECT_EQ(rep->stats.drafted, real->draft.drafted) << "K " << k << " prompt " << i;
+      EXPECT_EQ(rep->stats.accepted, real->draft.accepted) << "K " << k << " prompt " << i;
+      EXPECT_EQ(rep->stats.rounds, real->draft.rounds) << "K " << k << " prompt " << i;
+      EXPECT_EQ(rep->stats.drafted_at, real->draft.drafted_at);
+      checked += real->draft.drafted;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // Proposes the stream's own continuation (everything accepted) or a token that never matches.
 class StreamOracle : public speculative::Proposer {
  public:

@@ -104,6 +104,10 @@ std::vector<SeqResult> Engine::TakeFinished() {
 
 void Engine::Finish(Seq& s, engine::Finish why) {
   s.result.finish = why;
+  // Counters only now: which drafts count depends on where the stream ended.
+  s.result.draft = speculative::DraftStats::FromRounds(
+      &s.result.rounds, static_cast<int64_t>(s.result.tokens.size()), s.req.draft_max);
+  if (!s.req.record_rounds) s.result.rounds.clear();
   s.result.generate_ms = s.timer.Ms();
   if (s.slot >= 0) {
     kv_->Release(s.slot);

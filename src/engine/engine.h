@@ -36,15 +36,12 @@ struct Request {
   // their count. Speculation then measures how often drafts predict this stream.
   std::vector<int32_t> forced;
   int logits_from = -1;  // >= 0: report logits of rows at positions >= this (row p predicts p+1)
-  bool record_rounds = false;  // keep one record per verify round
+  bool record_rounds = false;  // return one record per verify round (SeqResult::rounds)
 };
 
 enum class Finish { kStop, kLength, kCancelled };
 
-struct Round {
-  int64_t start = 0;  // tokens emitted before the round
-  int drafted = 0, accepted = 0;
-};
+using speculative::Round;
 
 struct SeqResult {
   SeqId id = 0;

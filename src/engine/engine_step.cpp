@@ -139,25 +139,20 @@ void Engine::Apply() {
       const int n_draft = s.n_rows - 1;
       const std::span<const int32_t> chosen(ids_.data() + s.out_begin,
                                             static_cast<size_t>(s.n_out));
-      int accepted = 0;
-      if (s.req.forced.empty()) {
-        accepted = speculative::AcceptedPrefix(s.drafts, chosen);
-      } else {  // teacher forcing: drafts are checked against the forced stream
-        const size_t done = s.result.tokens.size();
-        while (accepted < n_draft && done + accepted < s.req.forced.size() &&
-               s.req.forced[done + accepted] == s.drafts[static_cast<size_t>(accepted)])
-          ++accepted;
-      }
+      // Teacher forcing checks drafts against the forced stream instead of the selections.
+      const size_t done = s.result.tokens.size();
+      const std::span<const int32_t> truth =
+          s.req.forced.empty()
+              ? chosen
+              : std::span<const int32_t>(s.req.forced)
+                    .subspan(done, std::min(chosen.size(), s.req.forced.size() - done));
+      const int accepted = speculative::AcceptedPrefix(s.drafts, truth);
       const int64_t start = static_cast<int64_t>(s.result.tokens.size());
-      int emitted = 0;
       bool ended = false;
-      for (int i = 0; i <= accepted && !ended; ++i, ++emitted)
+      for (int i = 0; i <= accepted && !ended; ++i)
         ended = Emit(s, chosen[static_cast<size_t>(i)], s.out_begin + i);
       if (n_draft > 0) {
-        s.result.draft.Count(n_draft, accepted, emitted, ended);
-        if (s.req.record_rounds)
-          s.result.rounds.push_back({start, ended ? std::min(n_draft, emitted - 1) : n_draft,
-                                     ended ? std::min(accepted, emitted - 1) : accepted});
+        s.result.rounds.push_back({start, n_draft, accepted});
         s.policy.Update(n_draft, accepted);
       }
       if (!ended) {

@@ -27,8 +27,7 @@ struct Engine::Seq {
     history.reserve(req.prompt.size() + static_cast<size_t>(req.n_predict));
     result.tokens.reserve(static_cast<size_t>(req.n_predict));
     drafts.reserve(static_cast<size_t>(engine_draft_max));
-    result.draft.drafted_at.assign(static_cast<size_t>(req.draft_max), 0);
-    result.draft.accepted_at.assign(static_cast<size_t>(req.draft_max), 0);
+    if (req.draft_max > 0) result.rounds.reserve(static_cast<size_t>(req.n_predict));
     policy = speculative::DraftLengthPolicy(req.draft_max, req.adaptive_draft);
     timer.Restart();
   }

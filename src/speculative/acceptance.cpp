@@ -13,22 +13,29 @@ int AcceptedPrefix(std::span<const int32_t> drafts, std::span<const int32_t> cho
   return accepted;
 }
 
-void DraftStats::Count(int n_draft, int accepted, int emitted, bool ended) {
-  if (ended) {
-    n_draft = std::min(n_draft, emitted - 1);
-    accepted = std::min(accepted, emitted - 1);
+DraftStats DraftStats::FromRounds(std::vector<Round>* rounds, int64_t n_emitted, int k_max) {
+  DraftStats st;
+  st.drafted_at.assign(static_cast<size_t>(std::max(0, k_max)), 0);
+  st.accepted_at.assign(static_cast<size_t>(std::max(0, k_max)), 0);
+  size_t kept = 0;
+  for (Round r : *rounds) {
+    const int64_t predictable = std::max<int64_t>(0, n_emitted - 1 - r.start);
+    r.drafted = static_cast<int>(std::min<int64_t>(r.drafted, predictable));
+    r.accepted = std::min(r.accepted, r.drafted);
+    if (r.drafted <= 0) continue;
+    ++st.rounds;
+    st.drafted += r.drafted;
+    st.accepted += r.accepted;
+    if (st.drafted_at.size() < static_cast<size_t>(r.drafted)) {
+      st.drafted_at.resize(static_cast<size_t>(r.drafted), 0);
+      st.accepted_at.resize(static_cast<size_t>(r.drafted), 0);
+    }
+    for (int j = 0; j < r.drafted; ++j) ++st.drafted_at[static_cast<size_t>(j)];
+    for (int j = 0; j < r.accepted; ++j) ++st.accepted_at[static_cast<size_t>(j)];
+    (*rounds)[kept++] = r;
   }
-  if (n_draft <= 0) return;
-  ++rounds;
-  drafted += n_draft;
-  accepted = std::max(0, accepted);
-  this->accepted += accepted;
-  if (drafted_at.size() < static_cast<size_t>(n_draft)) {
-    drafted_at.resize(static_cast<size_t>(n_draft), 0);
-    accepted_at.resize(static_cast<size_t>(n_draft), 0);
-  }
-  for (int j = 0; j < n_draft; ++j) ++drafted_at[static_cast<size_t>(j)];
-  for (int j = 0; j < accepted; ++j) ++accepted_at[static_cast<size_t>(j)];
+  rounds->resize(kept);
+  return st;
 }
 
 int DraftLengthPolicy::Next() {

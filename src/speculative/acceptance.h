@@ -13,6 +13,14 @@ namespace lockstep::speculative {
 // entries; chosen[accepted] is the bonus token emitted after the accepted drafts).
 int AcceptedPrefix(std::span<const int32_t> drafts, std::span<const int32_t> chosen);
 
+// One verify round as it happened: `start` tokens were emitted before it (the last of them is
+// the round's input), `drafted` drafts were verified and `accepted` of them kept. Draft j
+// predicts emitted token start + j.
+struct Round {
+  int64_t start = 0;
+  int drafted = 0, accepted = 0;
+};
+
 struct DraftStats {
   int64_t rounds = 0;  // rounds with at least one draft
   int64_t drafted = 0;
@@ -20,12 +28,12 @@ struct DraftStats {
   std::vector<int64_t> drafted_at;  // per draft position
   std::vector<int64_t> accepted_at;
   double rate() const { return drafted ? static_cast<double>(accepted) / drafted : 0.0; }
-  // Counts one verify round that drafted `n_draft` tokens and accepted `accepted` of them. When
-  // the round ends generation after emitting `emitted` tokens (a stop token inside it), only
-  // drafts that predicted an emitted token before the last one count: draft i predicts emitted
-  // token i, and the last emitted token of a finished stream is never drafted (so a replay over
-  // the emitted stream counts exactly the same; see lab accept).
-  void Count(int n_draft, int accepted, int emitted, bool ended);
+  // The counters of a finished stream of `n_emitted` tokens. A draft counts only when the token
+  // it predicts was emitted and is not the stream's last one: drafts past a stop token predicted
+  // nothing that exists, and a replay along the emitted stream (lab accept) never drafts its
+  // last token, so both count exactly the same. Clips `rounds` to those drafts and drops
+  // rounds left with none.
+  static DraftStats FromRounds(std::vector<Round>* rounds, int64_t n_emitted, int k_max);
 };
 
 // Per-sequence draft length. Grows by one after a round that accepted every draft, shrinks by
