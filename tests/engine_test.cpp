@@ -19,6 +19,7 @@
 #include "sample/sampler.h"
 #include "speculative/proposer.h"
 #include "testing/backends.h"
+#include "testing/echo_drafter.h"
 #include "testing/models.h"
 #include "testing/near_tie.h"
 #include "testing/synthetic_assistant.h"
@@ -228,19 +229,11 @@ INSTANTIATE_TEST_SUITE_P(
 // sequences: one drafter pass per draft position for all of them.
 TEST(EngineExactness, AssistantDrafterBatchedAcrossSequences) {
   const std::string target = testing::SyntheticPath("engine-moe", testing::MoeSpec());
-  const auto path = std::filesystem::temp_directory_path() / "lockstep-tests" / "engine-echo.gguf";
-  if (!std::filesystem::exists(path)) {
-    auto a = model::AssistantSpecFor(testing::MoeSpec());
-    a.n_embd = a.n_bb;
-    a.n_layer = 2;
-    a.echo_target = target;
-    a.echo_noise = 0.05f;
-    ASSERT_TRUE(model::WriteSyntheticAssistant(a, testing::ScratchPath(path)).ok());
-    std::filesystem::rename(testing::ScratchPath(path), path);
-  }
+  const std::string path = testing::EchoDraftPath("engine-moe", testing::MoeSpec());
+  ASSERT_FALSE(path.empty());
   backend::CpuBackend be(2);
   auto m = model::Model::Load(target, be);
-  auto d = model::Model::Load(path.string(), be);
+  auto d = model::Model::Load(path, be);
   ASSERT_TRUE(m.ok() && d.ok());
   auto pair = model::Assistant::Pair(**m, **d);
   ASSERT_TRUE(pair.ok()) << pair.status().message();

@@ -13,19 +13,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "testing/run_cli.h"
+
 namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
 
 std::string RunCommand(const std::string& args, int* rc) {
-  const std::string cmd = fmt::format("{} {} 2>&1", LOCKSTEP_BINARY, args);
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  *rc = WEXITSTATUS(pclose(f));
-  return out;
+  return testing::RunCli(LOCKSTEP_BINARY, args, rc);
 }
 
 std::vector<nlohmann::json> JsonLines(const std::string& out) {

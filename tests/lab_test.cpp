@@ -24,7 +24,9 @@
 #include "lab/stream.h"
 #include "model/assistant.h"
 #include "speculative/proposer.h"
+#include "testing/echo_drafter.h"
 #include "testing/models.h"
+#include "testing/run_cli.h"
 #include "testing/synthetic_assistant.h"
 
 namespace lockstep {
@@ -235,19 +237,7 @@ TEST(LabBatchDecode, EachSequenceMatchesPlainDecodeAtEveryWidth) {
 // ---- probe ------------------------------------------------------------------------------
 
 std::string EchoDraftPath() {
-  const std::string target = testing::SyntheticPath("lab-moe", testing::MoeSpec());
-  const auto dir = std::filesystem::temp_directory_path() / "lockstep-tests";
-  const auto path = dir / "lab-moe-echo.gguf";
-  if (!std::filesystem::exists(path)) {
-    auto a = model::AssistantSpecFor(testing::MoeSpec());
-    a.n_embd = a.n_bb;
-    a.n_layer = 2;
-    a.echo_target = target;
-    a.echo_noise = 0.05f;
-    if (!model::WriteSyntheticAssistant(a, testing::ScratchPath(path)).ok()) return "";
-    std::filesystem::rename(testing::ScratchPath(path), path);
-  }
-  return path.string();
+  return testing::EchoDraftPath("lab-moe", testing::MoeSpec());
 }
 
 TEST(LabProbe, EveryModeHasOneUniqueOutput) {
@@ -477,13 +467,7 @@ TEST(LabIdentityDiff, ListsExactlyTheFieldsThatDiffer) {
 // ---- the CLI, end to end -----------------------------------------------------------------
 
 std::string RunCli(const std::string& args, int* rc) {
-  const std::string cmd = fmt::format("{} {} 2>&1", LOCKSTEP_BINARY, args);
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  *rc = WEXITSTATUS(pclose(f));
-  return out;
+  return testing::RunCli(LOCKSTEP_BINARY, args, rc);
 }
 
 std::string WriteFile(const std::string& name, const std::string& text) {
