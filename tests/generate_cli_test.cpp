@@ -109,6 +109,39 @@ TEST(GenerateCli, BadInputIsAClearError) {
   fs::remove(bad);
 }
 
+// Byte tokens (here the bytes of a CJK character, cut short) make text that is not valid
+// UTF-8: JSON output replaces them and never aborts (it used to throw type_error.316).
+TEST(GenerateCli, JsonWithInvalidUtf8NeverAborts) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  int rc = 0;
+  const std::string a = Scratch("utf8-a", "[2, 255, 213, 187]"),
+                    b = Scratch("utf8-b", "[2, 255, 187]");
+  for (const std::string& args :
+       {fmt::format("lab logprobs -m {} --tokens 2,255,213,187 --json", p.target),
+        fmt::format("lab diverge -m {} {} {} --json", p.target, a, b),
+        fmt::format("generate -m {} --tokens 2,255,213 -n 3 --json", p.target)}) {
+    const std::string out = RunCommand(args, &rc);
+    EXPECT_LT(rc, 2) << args << "\n" << out;  // diverge: 1 = the streams differ
+    const auto lines = JsonLines(out);
+    EXPECT_EQ(lines.size(), 1u) << args << "\n" << out;
+  }
+  fs::remove(a);
+  fs::remove(b);
+}
+
+// An assistant file given as the target is a clear error naming the file, not an abort.
+TEST(GenerateCli, AssistantAsTargetIsAClearError) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  int rc = 0;
+  for (const char* cmd : {"generate -m {} -p hi", "lab logprobs -m {} --tokens 2,3,4"}) {
+    const std::string out = RunCommand(fmt::format(fmt::runtime(cmd), p.draft), &rc);
+    EXPECT_EQ(rc, 1) << out;
+    EXPECT_NE(out.find(p.draft + ": this is a Gemma 4 assistant"), std::string::npos) << out;
+  }
+}
+
 TEST(GenerateCli, F16CacheIsStableRunToRun) {
   const DefaultPair p = Pair();
   if (!p.present()) GTEST_SKIP() << "no default pair under models/";

@@ -137,4 +137,8 @@ std::string SummaryLine(const nlohmann::json& j) {
   return s;
 }
 
+std::string DumpJson(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 }  // namespace lockstep::cli

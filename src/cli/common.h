@@ -39,5 +39,8 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                             std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
+// JSON text that never throws: invalid UTF-8 inside strings (a stream cut inside a character,
+// byte tokens) becomes U+FFFD; the exact bytes stay available as token ids.
+std::string DumpJson(const nlohmann::json& j, int indent = -1);
 
 }  // namespace lockstep::cli

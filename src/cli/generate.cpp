@@ -159,7 +159,7 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
     const std::string text = tok ? tok->Decode(r.tokens) : std::string();
     nlohmann::json j = GenerateJson(rec, Settings(a), (*prompts)[i], g, text, a.json);
     j["index"] = i;
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   }
   return 0;
 }
@@ -212,12 +212,12 @@ int Run(const Args& a) {
   nlohmann::json j = GenerateJson(rec, Settings(a), *prompt, *res, text, a.json);
   if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->tokens;
   if (a.json) {
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   } else {
     if (tok)
       std::printf("%s\n", text.c_str());
     else
-      std::printf("%s\n", j["tokens"].dump().c_str());
+      std::printf("%s\n", DumpJson(j["tokens"]).c_str());
     std::fflush(stdout);
     std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
   }

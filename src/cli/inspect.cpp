@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
@@ -99,7 +100,7 @@ int PrintJson(const File& f, const InspectOptions& o) {
         cfg.ok() ? model::ConfigToJson(*cfg) : nlohmann::json{{"error", cfg.status().message()}};
   }
   // Metadata strings come from the file and need not be UTF-8: replace, never throw.
-  std::printf("%s\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  std::printf("%s\n", DumpJson(j, 2).c_str());
   return 0;
 }
 
@@ -192,7 +193,7 @@ int Inspect(int argc, char** argv) {
     }
     if (o.json) {
       const auto j = ValueJson(*v, SIZE_MAX);
-      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      std::printf("%s\n", DumpJson(j).c_str());
     } else if (const std::string* s = v->AsString()) {
       std::fwrite(s->data(), 1, s->size(), stdout);  // raw, e.g. a chat template
       std::printf("\n");

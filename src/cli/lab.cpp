@@ -115,7 +115,7 @@ Expected<std::vector<lab::Stream>> Streams(const Common& c, const tokenizer::Tok
 
 void Print(const Common& c, json j, const std::string& text) {
   if (c.json)
-    std::printf("%s\n", j.dump().c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   else
     std::fputs(text.c_str(), stdout);
 }
@@ -212,8 +212,8 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
       const auto& s = (*streams)[si];
       auto r = lab::MeasureAcceptance(*l->model, proposer, s.prompt, s.tokens, opt);
       if (!r.ok()) return Fail(r.status().WithContext(s.source));
-      cells.push_back({s.source, std::filesystem::path(drafts[di]).filename().string(),
-                       std::move(*r)});
+      cells.push_back(
+          {s.source, std::filesystem::path(drafts[di]).filename().string(), std::move(*r)});
     }
   json j = lab::AcceptJson(cells);
   RunRecord rec{"lab accept", l->path, drafts.front(), l->be->name(), l->be->threads()};

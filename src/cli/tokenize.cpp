@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/common.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,7 +54,7 @@ int Tokenize(int argc, char** argv) {
     j["ids"] = out;
     j["pieces"] = nlohmann::json::array();
     for (int32_t id : out) j["pieces"].push_back(piece(id));
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    std::printf("%s\n", DumpJson(j).c_str());
   } else if (pieces) {
     for (int32_t id : out) std::printf("%d\t%s\n", id, esc(piece(id)).c_str());
   } else {

@@ -21,6 +21,11 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const model::Model& target,
                                                  speculative::Proposer* proposer,
                                                  const Options& options) {
   Options opt = options;
+  if (target.config().is_assistant())
+    return Status::Errorf(
+        "{}: this is a Gemma 4 assistant (drafter) model, not a target; load a target model and "
+        "pass this file as the drafter (--draft)",
+        target.file().path());
   if (opt.n_seq_max < 1) return Status::Errorf("engine: n_seq_max {} < 1", opt.n_seq_max);
   if (opt.n_ctx < 2) return Status::Errorf("engine: context {} < 2", opt.n_ctx);
   if (opt.prefill_chunk < 1)

@@ -223,7 +223,8 @@ Status CheckBatch(const Batch& batch, const ModelConfig& c, const kv::KvCache& k
 
 Status Model::Forward(const Batch& batch, kv::KvCache& kv, Workspace& ws, StepOutputs* out,
                       const TensorObserver* obs) const {
-  CHECK(!config_.is_assistant());
+  if (config_.is_assistant())
+    return Status::Errorf("{}: an assistant (drafter) model has no target forward", file_->path());
   LS_RETURN_IF_ERROR(CheckBatch(batch, config_, kv));
   LS_RETURN_IF_ERROR(PrepareRows(batch, kv));
   ws.Upload(batch);
