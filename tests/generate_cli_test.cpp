@@ -142,6 +142,32 @@ TEST(GenerateCli, AssistantAsTargetIsAClearError) {
   }
 }
 
+// Non-finite values are usage errors (they used to run and emit <pad> forever); --seed -1 draws
+// a random seed, prints it and records it so the run can be repeated.
+TEST(GenerateCli, NonFiniteOptionsAreRefusedAndSeedMinusOneIsRandom) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  int rc = 0;
+  for (const char* opt : {"--temp nan", "--temp inf", "--draft-p-min nan", "--seed -2"}) {
+    const std::string out =
+        RunCommand(fmt::format("generate -m {} -p hi -n 2 {}", p.target, opt), &rc);
+    EXPECT_EQ(rc, 2) << opt << "\n" << out;
+  }
+  const std::string out = RunCommand(
+      fmt::format("generate -m {} -p 'def f(x):' -n 8 --temp 1 --seed -1 --json", p.target), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto lines = JsonLines(out);
+  ASSERT_EQ(lines.size(), 1u);
+  const uint64_t seed = lines[0]["identity"]["settings"]["seed"].get<uint64_t>();
+  EXPECT_NE(out.find(fmt::format("random seed {}", seed)), std::string::npos) << out;
+  EXPECT_LT(seed, uint64_t{1} << 63);
+  const auto again = JsonLines(RunCommand(
+      fmt::format("generate -m {} -p 'def f(x):' -n 8 --temp 1 --seed {} --json", p.target, seed),
+      &rc));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0]["tokens"], lines[0]["tokens"]);
+}
+
 TEST(GenerateCli, F16CacheIsStableRunToRun) {
   const DefaultPair p = Pair();
   if (!p.present()) GTEST_SKIP() << "no default pair under models/";

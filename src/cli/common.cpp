@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include <fmt/format.h>
@@ -135,6 +137,24 @@ std::string SummaryLine(const nlohmann::json& j) {
                          j["plain"]["tokens_per_second"].get<double>(),
                      j["plain_equal"].get<bool>() ? "yes" : "NO");
   return s;
+}
+
+CLI::Validator FiniteNumber() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        const double v = std::strtod(text.c_str(), nullptr);
+        return std::isfinite(v) ? std::string() : "must be a finite number, not " + text;
+      },
+      "FINITE");
+}
+
+uint64_t ResolveSeed(int64_t seed_arg) {
+  if (seed_arg >= 0) return static_cast<uint64_t>(seed_arg);
+  std::random_device rd;
+  const uint64_t seed = ((static_cast<uint64_t>(rd()) << 32) | rd()) >> 1;
+  std::fprintf(stderr, "lockstep: random seed %llu (pass --seed %llu to repeat this run)\n",
+               static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  return seed;
 }
 
 std::string DumpJson(const nlohmann::json& j, int indent) {

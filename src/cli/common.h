@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
@@ -39,6 +40,11 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                             std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
+// Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).
+CLI::Validator FiniteNumber();
+// --seed: a value in [0, 2^63), or -1 for a random seed (drawn here, then printed and recorded).
+uint64_t ResolveSeed(int64_t seed_arg);
+
 // JSON text that never throws: invalid UTF-8 inside strings (a stream cut inside a character,
 // byte tokens) becomes U+FFFD; the exact bytes stay available as token ids.
 std::string DumpJson(const nlohmann::json& j, int indent = -1);

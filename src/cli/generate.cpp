@@ -25,7 +25,7 @@ struct Args {
   std::string cache_type_k = "f32", cache_type_v = "f32";
   int n_predict = 64, threads = 2, ctx = 0, draft_max = 3, top_k = 0, parallel = 4;
   float temp = 0.0f, draft_p_min = 0.0f;
-  uint64_t seed = 0;
+  int64_t seed = 0;
   bool json = false, chat = false, ignore_eos = false, compare = false, fixed_draft = false;
 };
 
@@ -35,8 +35,12 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_option("--tokens", a.tokens, "prompt as comma-separated token ids");
   app.add_option("-n,--n-predict", a.n_predict, "tokens to generate")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--temp", a.temp, "temperature (0 = greedy)")->check(CLI::Range(0.0f, 100.0f));
-  app.add_option("--seed", a.seed, "sampling seed (each token depends on seed and position only)");
+  app.add_option("--temp", a.temp, "temperature (0 = greedy)")
+      ->check(FiniteNumber() & CLI::Range(0.0f, 100.0f));
+  app.add_option("-s,--seed", a.seed,
+                 "sampling seed (each token depends on seed and position only); -1: random, "
+                 "printed")
+      ->check(CLI::Range(int64_t{-1}, INT64_MAX));
   app.add_option("--top-k", a.top_k, "sample among the k best tokens (0 = all)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a.threads, "CPU threads (never changes the output)")
@@ -46,6 +50,7 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_option("--draft", a.draft, "Gemma 4 assistant drafter GGUF: speculative decoding");
   app.add_option("--draft-max", a.draft_max, "tokens drafted per round")->check(CLI::Range(1, 32));
   app.add_option("--draft-p-min", a.draft_p_min, "stop drafting below this draft probability")
+      ->check(FiniteNumber())
       ->check(CLI::Range(0.0f, 1.0f));
   app.add_flag(
       "--fixed-draft", a.fixed_draft,
@@ -110,7 +115,7 @@ Expected<std::vector<std::vector<int32_t>>> PromptsFromFile(const Args& a,
 engine::GenerateOptions Options(const Args& a, const tokenizer::Tokenizer* tok) {
   engine::GenerateOptions opt;
   opt.n_predict = a.n_predict;
-  opt.sampling = {a.temp, a.seed, a.top_k};
+  opt.sampling = {a.temp, static_cast<uint64_t>(a.seed), a.top_k};
   opt.n_ctx = a.ctx;
   opt.draft_max = a.draft_max;
   opt.draft_p_min = a.draft_p_min;
@@ -164,7 +169,8 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
   return 0;
 }
 
-int Run(const Args& a) {
+int Run(Args a) {
+  a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
   const std::string model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
   auto be = backend::Create(a.device, a.threads);
   if (!be)
@@ -241,7 +247,7 @@ int Generate(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
   }
   return Run(a);
 }

@@ -61,6 +61,7 @@ void AddMargins(CLI::App* app, Common& c) {
   app->add_option("-k,--top-k", c.top_k, "top tokens listed per position")
       ->check(CLI::Range(1, 100));
   app->add_option("--tie", c.tie, "near-tie threshold on the top-1/top-2 logprob margin (nats)")
+      ->check(FiniteNumber())
       ->check(CLI::NonNegativeNumber);
 }
 
@@ -345,6 +346,7 @@ int Lab(int argc, char** argv) {
   ac->add_option("--draft", drafts, "assistant drafter GGUF (repeat for several)");
   ac->add_option("--draft-max", draft_max, "tokens drafted per round")->check(CLI::Range(1, 32));
   ac->add_option("--draft-p-min", p_min, "stop drafting below this draft probability")
+      ->check(FiniteNumber())
       ->check(CLI::Range(0.0f, 1.0f));
   ac->add_option("--segment", segment, "stream tokens per segment")->check(CLI::Range(1, 1 << 20));
   ac->add_flag("--matrix", matrix, "streams x drafters table (automatic with several of either)");
@@ -371,7 +373,7 @@ int Lab(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
   }
   if (*lp) return Logprobs(c, only_ties);
   if (*dv) return Diverge(c, fa, fb, around);
