@@ -497,7 +497,7 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   EXPECT_TRUE(j["identity"].contains("model_sha256"));
 
   out = RunCli(fmt::format("lab diverge {} {} -m {} --json", fa, fb, model), &rc);
-  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(rc, 1) << out;  // diff's convention: the streams differ
   j = json::parse(out);
   EXPECT_EQ(j["index"], 4);
   EXPECT_EQ(j["fork"]["a"]["rank"], 1);
@@ -524,11 +524,15 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   for (const auto& m : j["modes"]) EXPECT_EQ(m["unique_outputs"], 1) << m.dump();
 
   out = RunCli(fmt::format("lab identity-diff {} {} --json", fa, fd), &rc);
-  ASSERT_EQ(rc, 0) << out;
+  ASSERT_EQ(rc, 1) << out;
   EXPECT_FALSE(json::parse(out)["identical"].get<bool>());
+  out = RunCli(fmt::format("lab identity-diff {} {} --json", fa, fa), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  out = RunCli(fmt::format("lab diverge {} {}", fa, fa), &rc);
+  EXPECT_EQ(rc, 0) << out;
 
   out = RunCli(fmt::format("lab diverge {} /nonexistent.json", fa), &rc);
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("/nonexistent.json"), std::string::npos) << out;
 }
 

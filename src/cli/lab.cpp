@@ -144,11 +144,18 @@ int Logprobs(const Common& c, bool only_ties) {
   return 0;
 }
 
+// Commands that compare (diverge, probe, identity-diff) follow diff's exit codes: 0 the same,
+// 1 different, 2 trouble.
+int FailDiff(const Status& s) {
+  Fail(s);
+  return 2;
+}
+
 int Diverge(const Common& c, const std::string& fa, const std::string& fb, int around) {
   auto a = lab::LoadStreamFile(fa);
-  if (!a.ok()) return Fail(a.status());
+  if (!a.ok()) return FailDiff(a.status());
   auto b = lab::LoadStreamFile(fb);
-  if (!b.ok()) return Fail(b.status());
+  if (!b.ok()) return FailDiff(b.status());
   lab::DivergeInput in{std::filesystem::path(fa).filename().string(),
                        std::filesystem::path(fb).filename().string(),
                        a->tokens,
@@ -161,10 +168,10 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
   std::optional<lab::ForkAnalysis> fork;
   if (!c.model.empty()) {
     auto loaded = LoadTarget(c);
-    if (!loaded.ok()) return Fail(loaded.status());
+    if (!loaded.ok()) return FailDiff(loaded.status());
     l = std::move(*loaded);
     auto ctx = Context(c, l->tok.get());
-    if (!ctx.ok()) return Fail(ctx.status());
+    if (!ctx.ok()) return FailDiff(ctx.status());
     if (ctx->empty()) *ctx = !a->prompt.empty() ? a->prompt : b->prompt;
     if (!in.d.identical) {
       auto f = lab::AnalyzeFork(*l->model, *ctx, a->tokens, b->tokens, in.d, {c.top_k, c.tie});
@@ -182,7 +189,7 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
   j["identity"] = IdentityJson(
       rec, {{"a", in.name_a}, {"b", in.name_b}, {"top_k", c.top_k}, {"tie", c.tie}}, a->tokens);
   Print(c, j, lab::DivergeText(in, tok));
-  return 0;
+  return in.d.identical ? 0 : 1;
 }
 
 int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_max, float p_min,
@@ -261,9 +268,9 @@ std::vector<std::vector<int32_t>> Fillers(const tokenizer::Tokenizer* tok, int n
 
 int Probe(const Common& c, const ProbeArgs& p) {
   auto l = LoadTarget(c);
-  if (!l.ok()) return Fail(l.status());
+  if (!l.ok()) return FailDiff(l.status());
   auto streams = Streams(c, l->tok.get());  // the prompt comes in as the "stream"
-  if (!streams.ok()) return Fail(streams.status());
+  if (!streams.ok()) return FailDiff(streams.status());
   lab::ProbeOptions opt;
   opt.model_path = l->path;
   opt.draft_path = p.draft;
@@ -283,7 +290,7 @@ int Probe(const Common& c, const ProbeArgs& p) {
   opt.analyze = {c.top_k, c.tie};
   l->model.reset();  // the probe loads its own copies
   auto modes = lab::RunProbe(opt);
-  if (!modes.ok()) return Fail(modes.status());
+  if (!modes.ok()) return FailDiff(modes.status());
   json j = lab::ProbeJson(*modes, l->tok.get());
   std::vector<int32_t> ref;
   if (!modes->empty() && !modes->front().runs.empty()) ref = modes->front().runs.front().tokens;
@@ -298,17 +305,24 @@ int Probe(const Common& c, const ProbeArgs& p) {
                                 {"prompt_tokens", opt.prompt}},
                                ref);
   Print(c, j, lab::ProbeText(*modes, l->tok.get()));
-  return 0;
+  // diff's convention: 0 every mode gave one output, 1 some mode gave several, 2 a run failed.
+  int rc = 0;
+  for (const auto& m : *modes) {
+    for (const auto& r : m.runs)
+      if (!r.error.empty()) rc = 2;
+    if (m.unique > 1 && rc == 0) rc = 1;
+  }
+  return rc;
 }
 
 int IdentityDiff(const Common& c, const std::string& fa, const std::string& fb) {
   auto a = lab::LoadJsonFile(fa);
-  if (!a.ok()) return Fail(a.status());
+  if (!a.ok()) return FailDiff(a.status());
   auto b = lab::LoadJsonFile(fb);
-  if (!b.ok()) return Fail(b.status());
+  if (!b.ok()) return FailDiff(b.status());
   const auto diffs = lab::DiffIdentity(*a, *b);
   Print(c, lab::IdentityDiffJson(diffs), lab::IdentityDiffText(diffs, fa, fb));
-  return 0;
+  return diffs.empty() ? 0 : 1;
 }
 
 }  // namespace
