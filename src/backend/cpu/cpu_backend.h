@@ -58,11 +58,15 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return pool_; }
 
  private:
+  float* RowsScratch(int worker);
   ThreadPool pool_;
   // Attention scratch per pool worker (scores, accumulator, converted keys and values): grown
   // on the calling thread before a parallel pass, never shrunk, so steady-state decode does
   // not allocate.
   std::vector<std::vector<float>> attn_scratch_;
+  // Lane accumulators of the multi-row float matmul, kRowsScratchFloats per pool worker: fixed
+  // size (rows beyond one chunk are done in passes), so it is allocated once, here.
+  std::vector<float> rows_scratch_;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.
