@@ -80,7 +80,10 @@ void Micro(const Tile& t) {
     __m256 wv[kCols];
     for (int c = 0; c < kCols; ++c) wv[c] = Load8<kW>(w[c], i);
     for (int r = 0; r < kRows; ++r) {
-      const __m256 xv = _mm256_loadu_ps(x[r] + i);
+      __m256 xv = _mm256_loadu_ps(x[r] + i);
+      // Keep xv in a register: folded into each multiply it would be loaded once per column,
+      // and the loads, not the arithmetic, would bound the loop.
+      __asm__("" : "+x"(xv));
       for (int c = 0; c < kCols; ++c) a[c][r] = _mm256_add_ps(a[c][r], _mm256_mul_ps(wv[c], xv));
     }
   }
