@@ -3,7 +3,9 @@
 // run; a weight matrix far larger than the caches, so every call streams it from memory.
 // With --n, the weight is [k, n] and enough copies of it to fill M MiB are used in turn, so
 // small matrices (a model's attention projections) are also read from memory, not cache.
+// With --rows R, R activation rows share each call (decode of R sequences together).
 // Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R] [--k K] [--n N]
+//                     [--rows R]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,7 +75,7 @@ std::vector<DType> ParseTypes(const std::string& list) {
 int main(int argc, char** argv) {
   using namespace lockstep;
   int threads = 2, reps = 20;
-  int64_t mib = 256, k = 4096, n_fixed = 0;
+  int64_t mib = 256, k = 4096, n_fixed = 0, rows = 1;
   std::string types = "F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -87,15 +89,17 @@ int main(int argc, char** argv) {
       k = std::max<int64_t>(256, std::atoll(argv[++i]));
     else if (a == "--n" && i + 1 < argc)
       n_fixed = std::max<int64_t>(1, std::atoll(argv[++i]));
+    else if (a == "--rows" && i + 1 < argc)
+      rows = std::max<int64_t>(1, std::atoll(argv[++i]));
     else if (a == "--reps" && i + 1 < argc)
       reps = std::max(1, std::atoi(argv[++i]));
     else {
       std::fprintf(
           stderr,
           "usage: matvec_bench [--threads N] [--types T1,T2,...] [--mib M] [--reps R] [--k K] "
-          "[--n N]\n"
+          "[--n N] [--rows R]\n"
           "  streams M MiB of [K, N] weights (default 256 MiB, K 4096, one matrix) "
-          "through one-row MatMul\n");
+          "through MatMul with R activation rows (default 1)\n");
       return 2;
     }
   }
@@ -115,9 +119,10 @@ int main(int argc, char** argv) {
     const int64_t copies = std::max<int64_t>(1, total_rows / n);
     std::vector<Matrix> ms;
     for (int64_t c = 0; c < copies; ++c) ms.push_back(RandomMatrix(t, k, n, 7 + c));
-    auto x = be.NewTensor(1, k);
-    auto y = be.NewTensor(1, n);
-    for (int64_t i = 0; i < k; ++i) x.row(0)[i] = std::sin(0.1f * static_cast<float>(i));
+    auto x = be.NewTensor(rows, k);
+    auto y = be.NewTensor(rows, n);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < k; ++i) x.row(r)[i] = std::sin(0.1f * static_cast<float>(i + r));
     for (const auto& m : ms) be.MatMul(m.w, x, &y);  // warm-up
     double best = 1e30;
     for (int r = 0; r < reps; ++r) {

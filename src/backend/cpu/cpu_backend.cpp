@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/cpu/activations.h"
+#include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
 #include "quant/quant.h"
 
@@ -19,7 +20,8 @@ int64_t Weight::n_rows() const {
 CpuBackend::CpuBackend(int n_threads)
     : pool_(n_threads),
       attn_scratch_(static_cast<size_t>(pool_.size())),
-      worker_(static_cast<size_t>(pool_.size())) {}
+      worker_(static_cast<size_t>(pool_.size())),
+      rows_scratch_(static_cast<size_t>(pool_.size() * kRowsScratchFloats)) {}
 
 Tensor CpuBackend::NewTensor(int64_t rows, int64_t cols) {
   CHECK(rows >= 0 && cols >= 0);

@@ -81,6 +81,7 @@ class CpuBackend : public Backend {
   // its outputs).
   const quant::PreparedRow* PrepareRows(size_t set, const Weight& w, const Tensor& x);
 
+  float* RowsScratch(int worker);
   ThreadPool pool_;
   // Every buffer below is grown on first use and never shrunk, so steady-state decode (the
   // same shapes step after step) allocates nothing. Per-worker scratch is grown either on the
@@ -95,6 +96,9 @@ class CpuBackend : public Backend {
   std::vector<DType> mm_types_;                      // MatMuls: weight type of each set
   std::vector<float> rope_ff_, norm_w_, moe_scale_;  // weights read as f32
   std::vector<double> rope_inv_freq_;
+  // Lane accumulators of the multi-row float matmul, kRowsScratchFloats per pool worker: fixed
+  // size (rows beyond one chunk are done in passes), so it is allocated once, here.
+  std::vector<float> rows_scratch_;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.

@@ -79,28 +79,35 @@ void CheckShapes(const Weight& w, const Tensor& x, const Tensor& y) {
          x.rows(), x.cols(), y.rows(), y.cols());
 }
 
-// Float weights in a batch: up to 4 rows share each weight load (DotRows4), else prepared
-// activation rows against a few weight rows at a time (DotCols).
+// Float weights in a batch: the cache-blocked multi-row kernel (one weight load for many rows,
+// 8 chains in flight), else prepared activation rows against a few weight rows at a time
+// (DotCols). One row keeps DotCols: it is memory-bound there and needs no tiles.
 bool UsesRowsKernel(const Weight& w, const Tensor& x) {
-  return x.rows() > 1 && HasDotRows4(w.type);
+  return x.rows() > 1 && HasRowsKernel(w.type);
 }
 
 // Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused,
 // and may be null, for the rows kernel).
 void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* prepared, Tensor* y,
-                  int64_t b, int64_t e) {
+                  int64_t b, int64_t e, float* scratch) {
   const int64_t n_out = w.n_rows(), n_rows = x.rows();
   const int64_t j_end = std::min(n_out, e * kBlock);
   if (UsesRowsKernel(w, x)) {
-    const float* xs[4];
-    float out[4];
-    for (int64_t j = b * kBlock; j < j_end; ++j)
-      for (int64_t r0 = 0; r0 < n_rows; r0 += 4) {
-        const int nr = static_cast<int>(std::min<int64_t>(4, n_rows - r0));
-        for (int k = 0; k < nr; ++k) xs[k] = x.row(r0 + k);
-        DotRows4(w.type, w.row(j), xs, nr, w.ne[0], out);
-        for (int k = 0; k < nr; ++k) y->row(r0 + k)[j] = out[k];
-      }
+    static_assert(kBlock <= kRowsMaxCols);
+    for (int64_t j0 = b * kBlock; j0 < j_end; j0 += kBlock) {
+      RowsBlock blk;
+      blk.type = w.type;
+      blk.w = w.row(j0);
+      blk.row_bytes = w.row_bytes;
+      blk.n_cols = static_cast<int>(std::min(kBlock, j_end - j0));
+      blk.x = x.data();
+      blk.n_rows = n_rows;
+      blk.n = x.cols();
+      blk.y = y->row(0) + j0;
+      blk.y_stride = y->cols();
+      blk.prefetch_next = j0 + kBlock < n_out;
+      MatMulRowsBlock(blk, scratch);
+    }
     return;
   }
   // A few weight rows at a time against each prepared row: the weight rows stay in cache
@@ -119,12 +126,17 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
 
 }  // namespace
 
+float* CpuBackend::RowsScratch(int worker) {
+  return rows_scratch_.data() + worker * kRowsScratchFloats;
+}
+
 void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CheckShapes(w, x, *y);
   NoteActivationWidth(x.cols());
   const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
-  pool_.ParallelFor(NumBlocks(w), Grain(x),
-                    [&](int64_t b, int64_t e) { MatMulBlocks(w, x, prepared, y, b, e); });
+  pool_.ParallelForWorker(NumBlocks(w), Grain(x), [&](int worker, int64_t b, int64_t e) {
+    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker));
+  });
 }
 
 void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
@@ -148,11 +160,12 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
     }
     mm_prep_[i] = prepared_[set].rows.data();
   }
-  pool_.ParallelFor(mm_first_.back(), Grain(x), [&](int64_t b, int64_t e) {
+  pool_.ParallelForWorker(mm_first_.back(), Grain(x), [&](int worker, int64_t b, int64_t e) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t lo = std::max(b, mm_first_[i]), hi = std::min(e, mm_first_[i + 1]);
       if (lo < hi)
-        MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i]);
+        MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i],
+                     RowsScratch(worker));
     }
   });
 }

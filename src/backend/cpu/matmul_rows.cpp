@@ -1,12 +1,11 @@
-// Run-time choice of the multi-row float dot kernels.
+// Run-time choice of the blocked multi-row float matmul.
 #include "backend/cpu/matmul_rows.h"
 
 #include "core/check.h"
 
 namespace lockstep::backend {
 
-void DotRows4Avx2(DType t, const void* w_row, const float* const* x, int n_rows, int64_t n,
-                  float* out);
+void MatMulRowsBlockAvx2(const RowsBlock& b, float* scratch);
 
 namespace {
 bool CpuHasAvx2() {
@@ -15,14 +14,13 @@ bool CpuHasAvx2() {
 }
 }  // namespace
 
-bool HasDotRows4(DType t) {
-  return (t == DType::F32 || t == DType::F16) && CpuHasAvx2();
+bool HasRowsKernel(DType t) {
+  return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && CpuHasAvx2();
 }
 
-void DotRows4(DType t, const void* w_row, const float* const* x, int n_rows, int64_t n,
-              float* out) {
-  CHECK(HasDotRows4(t) && n_rows >= 1 && n_rows <= 4);
-  DotRows4Avx2(t, w_row, x, n_rows, n, out);
+void MatMulRowsBlock(const RowsBlock& b, float* scratch) {
+  CHECK(HasRowsKernel(b.type) && b.n_cols >= 1 && b.n_cols <= kRowsMaxCols && b.n_rows >= 1);
+  MatMulRowsBlockAvx2(b, scratch);
 }
 
 }  // namespace lockstep::backend
