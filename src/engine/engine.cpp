@@ -135,19 +135,20 @@ void Engine::Admit() {
       }
   }
   cancelled_.clear();
-  for (size_t slot = 0; slot < slots_.size() && !waiting_.empty(); ++slot) {
-    if (slots_[slot]) continue;
-    std::unique_ptr<Seq> s = std::move(waiting_.front());
-    waiting_.pop_front();
-    s->Start(static_cast<int>(slot), opt_.draft_max);
-    if (s->req.n_predict == 0) {  // nothing to generate: the prompt rows still report logits
-      if (s->req.logits_from < 0) {
-        finished_.push_back(std::move(s->result));
-        continue;
-      }
+  while (!waiting_.empty()) {
+    std::unique_ptr<Seq>& s = waiting_.front();
+    if (s->req.n_predict == 0 && s->req.logits_from < 0) {  // nothing to compute
+      finished_.push_back(std::move(s->result));
+      waiting_.pop_front();
+      continue;
     }
-    slots_[slot] = std::move(s);
-    if (opt_.prefix_sharing) ShareCachedPrefix(*slots_[slot]);
+    const auto free = std::find(slots_.begin(), slots_.end(), nullptr);
+    if (free == slots_.end()) break;
+    const int slot = static_cast<int>(free - slots_.begin());
+    s->Start(slot, opt_.draft_max);
+    *free = std::move(s);
+    waiting_.pop_front();
+    if (opt_.prefix_sharing) ShareCachedPrefix(**free);
   }
 }
 
