@@ -1,6 +1,8 @@
 // Reads a Gemma 4 (or Gemma 4 assistant) configuration from GGUF metadata and tensor presence.
 #include "model/config.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 namespace lockstep::model {
@@ -20,8 +22,9 @@ class KeyReader {
       return Status::Errorf("{}: missing required key '{}{}'", f_.path(), prefix_, key);
     }
     auto x = v->AsInt();
-    if (!x) return Status::Errorf("{}: key '{}{}' must be an integer, got {}", f_.path(), prefix_, key,
-                                  gguf::ValueTypeName(v->type));
+    if (!x)
+      return Status::Errorf("{}: key '{}{}' must be an integer, got {}", f_.path(), prefix_, key,
+                            gguf::ValueTypeName(v->type));
     return *x;
   }
 
@@ -32,8 +35,9 @@ class KeyReader {
       return Status::Errorf("{}: missing required key '{}{}'", f_.path(), prefix_, key);
     }
     auto x = v->AsFloat();
-    if (!x) return Status::Errorf("{}: key '{}{}' must be a number, got {}", f_.path(), prefix_, key,
-                                  gguf::ValueTypeName(v->type));
+    if (!x)
+      return Status::Errorf("{}: key '{}{}' must be a number, got {}", f_.path(), prefix_, key,
+                            gguf::ValueTypeName(v->type));
     return static_cast<float>(*x);
   }
 
@@ -47,20 +51,22 @@ class KeyReader {
     }
     if (const gguf::Array* a = v->AsArray()) {
       if (static_cast<int>(a->items.size()) != n_layer)
-        return Status::Errorf("{}: key '{}{}' has {} entries, block_count is {}", f_.path(), prefix_,
-                              key, a->items.size(), n_layer);
+        return Status::Errorf("{}: key '{}{}' has {} entries, block_count is {}", f_.path(),
+                              prefix_, key, a->items.size(), n_layer);
       std::vector<int64_t> out;
       for (size_t i = 0; i < a->items.size(); ++i) {
         auto x = a->items[i].AsInt();
         if (!x && a->items[i].AsBool()) x = *a->items[i].AsBool() ? 1 : 0;
-        if (!x) return Status::Errorf("{}: key '{}{}'[{}] is not an integer", f_.path(), prefix_, key, i);
+        if (!x)
+          return Status::Errorf("{}: key '{}{}'[{}] is not an integer", f_.path(), prefix_, key, i);
         out.push_back(*x);
       }
       return out;
     }
     auto x = v->AsInt();
     if (!x && v->AsBool()) x = *v->AsBool() ? 1 : 0;
-    if (!x) return Status::Errorf("{}: key '{}{}' must be an integer or array", f_.path(), prefix_, key);
+    if (!x)
+      return Status::Errorf("{}: key '{}{}' must be an integer or array", f_.path(), prefix_, key);
     return std::vector<int64_t>(n_layer, *x);
   }
 
@@ -72,6 +78,15 @@ class KeyReader {
 Status CheckPositive(const gguf::File& f, const char* what, int64_t v, int64_t max = 1 << 24) {
   if (v <= 0 || v > max)
     return Status::Errorf("{}: {} = {} is out of range (1..{})", f.path(), what, v, max);
+  return Status::Ok();
+}
+
+// A float key that must be finite and inside [lo, hi] (open at lo when `lo_open`).
+Status CheckFloat(const gguf::File& f, const std::string& key, float v, float lo, bool lo_open,
+                  float hi) {
+  if (!std::isfinite(v) || v < lo || (lo_open && v == lo) || v > hi)
+    return Status::Errorf("{}: {} = {} is not a finite value in {}{}, {}]", f.path(), key, v,
+                          lo_open ? "(" : "[", lo, hi);
   return Status::Ok();
 }
 
@@ -90,8 +105,10 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
     return Status::Errorf("{}: missing string key 'general.architecture'", f.path());
   c.arch = *arch->AsString();
   if (c.arch != "gemma4" && c.arch != "gemma4-assistant")
-    return Status::Errorf("{}: general.architecture is '{}'; lockstep runs 'gemma4' and "
-                          "'gemma4-assistant'", f.path(), c.arch);
+    return Status::Errorf(
+        "{}: general.architecture is '{}'; lockstep runs 'gemma4' and "
+        "'gemma4-assistant'",
+        f.path(), c.arch);
   if (const gguf::Value* n = f.Find("general.name"); n && n->AsString()) c.name = *n->AsString();
   KeyReader k(f, c.arch + ".");
 
@@ -104,8 +121,14 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
   const int L = c.n_layer;
   LS_ASSIGN_OR_RETURN(int64_t ctx, k.Int("context_length", 131072));
   c.n_ctx_train = static_cast<int>(ctx);
+  LS_RETURN_IF_ERROR(CheckPositive(f, "context_length", ctx, int64_t{1} << 30));
   LS_ASSIGN_OR_RETURN(c.rms_eps, k.Float("attention.layer_norm_rms_epsilon", 1e-6f));
+  LS_RETURN_IF_ERROR(
+      CheckFloat(f, c.arch + ".attention.layer_norm_rms_epsilon", c.rms_eps, 0.0f, true, 1.0f));
   LS_ASSIGN_OR_RETURN(int64_t swa, k.Int("attention.sliding_window", 0));
+  if (swa < 0 || swa > ctx)
+    return Status::Errorf("{}: {}.attention.sliding_window = {} is out of range (0..{})", f.path(),
+                          c.arch, swa, ctx);
   c.n_swa = static_cast<int>(swa);
   LS_ASSIGN_OR_RETURN(int64_t ple, k.Int("embedding_length_per_layer_input", 0));
   c.n_embd_per_layer = static_cast<int>(ple);
@@ -121,8 +144,15 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
   c.n_expert_used = static_cast<int>(n_used);
   c.n_ff_exp = static_cast<int>(n_ff_exp);
   LS_ASSIGN_OR_RETURN(c.final_softcap, k.Float("final_logit_softcapping", 0.0f));
+  LS_RETURN_IF_ERROR(
+      CheckFloat(f, c.arch + ".final_logit_softcapping", c.final_softcap, 0.0f, false, 1e6f));
 
   LS_ASSIGN_OR_RETURN(auto n_head, k.PerLayerInt("attention.head_count", L, std::nullopt));
+  // Checked here because the default head length divides by it.
+  for (int il = 0; il < L; ++il)
+    if (n_head[il] <= 0 || n_head[il] > 4096)
+      return Status::Errorf("{}: {}.attention.head_count = {} (layer {}) is out of range (1..4096)",
+                            f.path(), c.arch, n_head[il], il);
   LS_ASSIGN_OR_RETURN(auto n_head_kv, k.PerLayerInt("attention.head_count_kv", L, n_head[0]));
   LS_ASSIGN_OR_RETURN(auto pattern, k.PerLayerInt("attention.sliding_window_pattern", L, 0));
   LS_ASSIGN_OR_RETURN(auto n_ff, k.PerLayerInt("feed_forward_length", L, 0));
@@ -137,6 +167,8 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
   LS_ASSIGN_OR_RETURN(int64_t n_rot_swa, k.Int("rope.dimension_count_swa", hd_swa));
   LS_ASSIGN_OR_RETURN(float base_full, k.Float("rope.freq_base", 10000.0f));
   LS_ASSIGN_OR_RETURN(float base_swa, k.Float("rope.freq_base_swa", 10000.0f));
+  LS_RETURN_IF_ERROR(CheckFloat(f, c.arch + ".rope.freq_base", base_full, 1.0f, true, 1e12f));
+  LS_RETURN_IF_ERROR(CheckFloat(f, c.arch + ".rope.freq_base_swa", base_swa, 1.0f, true, 1e12f));
 
   const gguf::TensorInfo* embd = f.FindTensor("token_embd.weight");
   if (!embd || embd->ne.size() != 2 || embd->ne[0] != n_embd)
@@ -181,6 +213,9 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
     if (lc.n_head <= 0 || lc.head_dim <= 0 || lc.n_head_kv <= 0 || lc.n_head % lc.n_head_kv)
       return Status::Errorf("{}: layer {}: {} query heads cannot share {} kv heads of dim {}",
                             f.path(), il, lc.n_head, lc.n_head_kv, lc.head_dim);
+    if (lc.n_ff <= 0 || lc.n_ff > (1 << 20))
+      return Status::Errorf("{}: {}.feed_forward_length = {} (layer {}) is out of range", f.path(),
+                            c.arch, lc.n_ff, il);
     if (lc.n_rot <= 0 || lc.n_rot > lc.head_dim || lc.n_rot % 2)
       return Status::Errorf("{}: layer {}: rope dimension count {} invalid for head dim {}",
                             f.path(), il, lc.n_rot, lc.head_dim);
@@ -189,9 +224,10 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
                             il, c.n_swa);
     if (lc.moe && (c.n_expert <= 0 || c.n_expert_used <= 0 || c.n_expert_used > c.n_expert ||
                    c.n_ff_exp <= 0))
-      return Status::Errorf("{}: layer {} has experts but expert_count/expert_used_count/"
-                            "expert_feed_forward_length are {}/{}/{}", f.path(), il, c.n_expert,
-                            c.n_expert_used, c.n_ff_exp);
+      return Status::Errorf(
+          "{}: layer {} has experts but expert_count/expert_used_count/"
+          "expert_feed_forward_length are {}/{}/{}",
+          f.path(), il, c.n_expert, c.n_expert_used, c.n_ff_exp);
   }
   // KV-shared layers read the last KV-owning layer of the same attention type (HF's rule).
   for (int il = 0; il < L; ++il) {
@@ -214,13 +250,21 @@ Expected<ModelConfig> LoadConfig(const gguf::File& f) {
 }
 
 nlohmann::json ConfigToJson(const ModelConfig& c) {
-  nlohmann::json j = {{"arch", c.arch}, {"name", c.name}, {"n_embd", c.n_embd},
-                      {"n_layer", c.n_layer}, {"n_vocab", c.n_vocab},
-                      {"n_ctx_train", c.n_ctx_train}, {"n_swa", c.n_swa},
-                      {"rms_eps", c.rms_eps}, {"n_embd_per_layer", c.n_embd_per_layer},
-                      {"n_shared_kv_layers", c.n_shared_kv_layers}, {"n_expert", c.n_expert},
-                      {"n_expert_used", c.n_expert_used}, {"n_ff_exp", c.n_ff_exp},
-                      {"final_softcap", c.final_softcap}, {"tied_output", c.tied_output}};
+  nlohmann::json j = {{"arch", c.arch},
+                      {"name", c.name},
+                      {"n_embd", c.n_embd},
+                      {"n_layer", c.n_layer},
+                      {"n_vocab", c.n_vocab},
+                      {"n_ctx_train", c.n_ctx_train},
+                      {"n_swa", c.n_swa},
+                      {"rms_eps", c.rms_eps},
+                      {"n_embd_per_layer", c.n_embd_per_layer},
+                      {"n_shared_kv_layers", c.n_shared_kv_layers},
+                      {"n_expert", c.n_expert},
+                      {"n_expert_used", c.n_expert_used},
+                      {"n_ff_exp", c.n_ff_exp},
+                      {"final_softcap", c.final_softcap},
+                      {"tied_output", c.tied_output}};
   if (c.is_assistant()) {
     j["n_embd_backbone"] = c.n_embd_backbone;
     j["ordered_embeddings"] = c.ordered_embeddings;
@@ -229,11 +273,19 @@ nlohmann::json ConfigToJson(const ModelConfig& c) {
   }
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& l : c.layers)
-    layers.push_back({{"sliding", l.sliding}, {"head_dim", l.head_dim}, {"n_head", l.n_head},
-                      {"n_head_kv", l.n_head_kv}, {"n_rot", l.n_rot}, {"rope_base", l.rope_base},
-                      {"rope_freqs", l.rope_freqs}, {"has_kv", l.has_kv},
-                      {"kv_source", l.kv_source}, {"v_from_k", l.v_from_k}, {"n_ff", l.n_ff},
-                      {"moe", l.moe}, {"output_scale", l.output_scale}});
+    layers.push_back({{"sliding", l.sliding},
+                      {"head_dim", l.head_dim},
+                      {"n_head", l.n_head},
+                      {"n_head_kv", l.n_head_kv},
+                      {"n_rot", l.n_rot},
+                      {"rope_base", l.rope_base},
+                      {"rope_freqs", l.rope_freqs},
+                      {"has_kv", l.has_kv},
+                      {"kv_source", l.kv_source},
+                      {"v_from_k", l.v_from_k},
+                      {"n_ff", l.n_ff},
+                      {"moe", l.moe},
+                      {"output_scale", l.output_scale}});
   j["layers"] = std::move(layers);
   return j;
 }
