@@ -103,6 +103,11 @@ TEST(GenerateCli, BadInputIsAClearError) {
   out = RunCommand(fmt::format("generate -m {} -p x --cache-type-k q9", p.target), &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("--cache-type-k"), std::string::npos) << out;
+  // An impossible context is a message before any allocation (it was std::bad_alloc).
+  out = RunCommand(fmt::format("generate -m {} -p x -n 2 -c 100000000", p.target), &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("GiB"), std::string::npos) << out;
+  EXPECT_NE(out.find("beyond the model's trained"), std::string::npos) << out;
   out = RunCommand(fmt::format("generate -m {} -p x --device tpu", p.target), &rc);
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("tpu"), std::string::npos) << out;

@@ -201,6 +201,10 @@ int Run(Args a) {
     assistant = std::move(*pair);
     proposer = std::make_unique<speculative::AssistantProposer>(*assistant, a.parallel);
   }
+  const int n_train = (*target)->config().n_ctx_train;
+  if (a.ctx > n_train)
+    std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
+                 n_train);
   RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads()};
   if (!a.prompts_file.empty()) return RunMany(a, **target, proposer.get(), tok.get(), rec, opt);
 

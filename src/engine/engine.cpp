@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "core/check.h"
+#include "core/memory.h"
 #include "engine/sequence.h"
 
 namespace lockstep::engine {
@@ -39,11 +40,26 @@ Expected<std::unique_ptr<Engine>> Engine::Create(const model::Model& target,
   if (opt.max_rows < opt.n_seq_max)
     return Status::Errorf("engine: {} rows per step cannot carry {} sequences", opt.max_rows,
                           opt.n_seq_max);
+  // Estimate before allocating: an impossible context is a message, not std::bad_alloc.
+  const int step_rows = std::max(opt.prefill_chunk, opt.draft_max + 1);
+  kv::CacheConfig cache = target.KvConfig(opt.n_seq_max, opt.n_ctx);
+  cache.max_step_rows = step_rows;
+  cache.type_k = opt.cache_type_k;
+  cache.type_v = opt.cache_type_v;
+  const double need =
+      static_cast<double>(kv::KvCache::BytesPerSequence(cache, opt.n_ctx)) * opt.n_seq_max +
+      4.0 * opt.max_rows * target.config().n_vocab;  // the logits buffer
+  const double have = static_cast<double>(PhysicalMemoryBytes());
+  if (have > 0 && need > have)
+    return Status::Errorf(
+        "engine: {} sequence(s) of {} positions need {:.1f} GiB (KV cache and logits), more than "
+        "this machine's {:.1f} GiB; lower the context (-c) or the parallel sequences, or use "
+        "--cache-type-k/v f16",
+        opt.n_seq_max, opt.n_ctx, need / (1 << 30), have / (1 << 30));
   std::unique_ptr<Engine> e(new Engine(target, proposer, opt));
   backend::Backend& be = target.backend();
   // One sequence writes at most a prefill chunk or a verify pass per step: the sliding rings
   // are sized for that (kv/kv_cache.h).
-  const int step_rows = std::max(opt.prefill_chunk, opt.draft_max + 1);
   LS_ASSIGN_OR_RETURN(e->kv_, target.NewKv(opt.n_seq_max, opt.n_ctx, step_rows, opt.cache_type_k,
                                            opt.cache_type_v));
   e->hidden_carry_ = be.NewTensor(opt.n_seq_max, target.config().n_embd);
