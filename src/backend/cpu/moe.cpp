@@ -42,6 +42,14 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
     ws.act.resize(static_cast<size_t>(n_ff));
     ws.probs.resize(static_cast<size_t>(n_expert));
     ws.experts.reserve(static_cast<size_t>(n_expert));
+    // Prepared rows too: a worker that first runs an expert row in a later step must not grow
+    // them there (which worker takes a row depends on timing). 2n + 64 bytes bound every
+    // activation format (int8 values plus per-block scales and sums).
+    const size_t widest = static_cast<size_t>(std::max(n_embd, n_ff));
+    for (quant::PreparedRow* pr : {&ws.xin, &ws.xact}) {
+      pr->f32.reserve(widest);
+      pr->q.reserve(2 * widest + 64);
+    }
   }
   pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
     WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
