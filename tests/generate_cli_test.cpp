@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf.h"
 #include "testing/run_cli.h"
 
 namespace lockstep {
@@ -171,6 +172,36 @@ TEST(GenerateCli, NonFiniteOptionsAreRefusedAndSeedMinusOneIsRandom) {
       &rc));
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0]["tokens"], lines[0]["tokens"]);
+}
+
+// A tokenizer with one token more than the embedding has rows (as real 262,145-token tokenizers
+// over 262,144-row embeddings) is refused with a message; it used to load silently.
+TEST(GenerateCli, TokenizerLargerThanTheEmbeddingIsRefused) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  auto src = gguf::File::Open(p.target);
+  ASSERT_TRUE(src.ok());
+  gguf::Writer w;
+  for (const auto& [key, value] : (*src)->metadata()) {
+    gguf::Value v = value;
+    if (key == "tokenizer.ggml.tokens" || key == "tokenizer.ggml.scores" ||
+        key == "tokenizer.ggml.token_type") {
+      auto& items = std::get<gguf::Array>(v.v).items;
+      gguf::Value extra = items.back();
+      if (key == "tokenizer.ggml.tokens") extra = gguf::Value::Str("<extra_token>");
+      items.push_back(extra);
+    }
+    w.Set(key, v);
+  }
+  for (const auto& t : (*src)->tensors())
+    w.AddTensorCopy(t.name, t.type, t.ne, (*src)->TensorData(t));
+  const std::string path = Scratch("extra-token.gguf", "");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  int rc = 0;
+  const std::string out = RunCommand(fmt::format("generate -m {} -p hi -n 2", path), &rc);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("8193 tokens but token_embd.weight has 8192 rows"), std::string::npos) << out;
+  fs::remove(path);
 }
 
 TEST(GenerateCli, F16CacheIsStableRunToRun) {

@@ -139,6 +139,18 @@ std::string SummaryLine(const nlohmann::json& j) {
   return s;
 }
 
+Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Model& m) {
+  if (m.file().Find("tokenizer.ggml.model") == nullptr)
+    return std::unique_ptr<tokenizer::Tokenizer>();
+  LS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::FromGguf(m.file()));
+  if (tok->n_tokens() > m.config().n_vocab)
+    return Status::Errorf(
+        "{}: the tokenizer has {} tokens but token_embd.weight has {} rows: ids from {} on could "
+        "not be embedded",
+        m.file().path(), tok->n_tokens(), m.config().n_vocab, m.config().n_vocab);
+  return tok;
+}
+
 CLI::Validator FiniteNumber() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

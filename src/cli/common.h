@@ -12,6 +12,8 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "engine/generate.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep::cli {
 
@@ -40,6 +42,11 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                             std::span<const int32_t> prompt, const engine::GenerateResult& r,
                             const std::string& text, bool with_identity);
 std::string SummaryLine(const nlohmann::json& generate_json);
+// The model's tokenizer, or null when the file carries none (prompts then come as ids). An error
+// when it is there but broken, or has more tokens than the embedding has rows (llama.cpp refuses
+// such files too): those ids could never be embedded.
+Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Model& m);
+
 // Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).
 CLI::Validator FiniteNumber();
 // --seed: a value in [0, 2^63), or -1 for a random seed (drawn here, then printed and recorded).

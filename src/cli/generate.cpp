@@ -178,8 +178,9 @@ int Run(Args a) {
                                fmt::join(backend::Available(), ", ")));
   auto target = model::Model::Load(model_path, *be);
   if (!target.ok()) return Fail(target.status());
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  if (auto t = tokenizer::Tokenizer::FromGguf((*target)->file()); t.ok()) tok = std::move(*t);
+  auto loaded_tok = ModelTokenizer(**target);
+  if (!loaded_tok.ok()) return Fail(loaded_tok.status());
+  std::unique_ptr<tokenizer::Tokenizer> tok = std::move(*loaded_tok);
   engine::GenerateOptions opt = Options(a, tok.get());
   for (auto [flag, name, type] :
        {std::tuple{"--cache-type-k", &a.cache_type_k, &opt.cache_type_k},

@@ -78,7 +78,7 @@ Expected<Loaded> LoadTarget(const Common& c) {
   l.path = c.model.empty() ? DefaultModelPath("target") : c.model;
   l.be = backend::Create("cpu", c.threads);
   LS_ASSIGN_OR_RETURN(l.model, model::Model::Load(l.path, *l.be));
-  if (auto t = tokenizer::Tokenizer::FromGguf(l.model->file()); t.ok()) l.tok = std::move(*t);
+  LS_ASSIGN_OR_RETURN(l.tok, ModelTokenizer(*l.model));
   return l;
 }
 
