@@ -6,10 +6,20 @@
 namespace lockstep::backend {
 
 void MatMulRowsBlockAvx2(const RowsBlock& b, float* scratch);
+void MatMulRowsBlockAvx512(const RowsBlock& b, float* scratch);
 
 namespace {
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return has;
+}
+
+// Every extension matmul_rows_avx512.cpp is compiled with (the compiler may use any of them).
+bool CpuHasAvx512() {
+  static const bool has =
+      CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vnni");
   return has;
 }
 }  // namespace
@@ -20,6 +30,8 @@ bool HasRowsKernel(DType t) {
 
 void MatMulRowsBlock(const RowsBlock& b, float* scratch) {
   CHECK(HasRowsKernel(b.type) && b.n_cols >= 1 && b.n_cols <= kRowsMaxCols && b.n_rows >= 1);
+  // Both kernels give the same bits (matmul_rows.h); AVX-512 issues half the instructions.
+  if (CpuHasAvx512()) return MatMulRowsBlockAvx512(b, scratch);
   MatMulRowsBlockAvx2(b, scratch);
 }
 
