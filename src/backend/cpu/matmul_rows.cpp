@@ -28,11 +28,20 @@ bool HasRowsKernel(DType t) {
   return (t == DType::F32 || t == DType::F16 || t == DType::BF16) && CpuHasAvx2();
 }
 
-void MatMulRowsBlock(const RowsBlock& b, float* scratch) {
-  CHECK(HasRowsKernel(b.type) && b.n_cols >= 1 && b.n_cols <= kRowsMaxCols && b.n_rows >= 1);
-  // Both kernels give the same bits (matmul_rows.h); AVX-512 issues half the instructions.
-  if (CpuHasAvx512()) return MatMulRowsBlockAvx512(b, scratch);
+bool HasRowsIsa(RowsIsa isa) {
+  return isa == RowsIsa::kAvx2 ? CpuHasAvx2() : CpuHasAvx512();
+}
+
+void MatMulRowsBlockWith(RowsIsa isa, const RowsBlock& b, float* scratch) {
+  CHECK(HasRowsKernel(b.type) && HasRowsIsa(isa) && b.n_cols >= 1 && b.n_cols <= kRowsMaxCols &&
+        b.n_rows >= 1);
+  if (isa == RowsIsa::kAvx512) return MatMulRowsBlockAvx512(b, scratch);
   MatMulRowsBlockAvx2(b, scratch);
+}
+
+void MatMulRowsBlock(const RowsBlock& b, float* scratch) {
+  // Both kernels give the same bits (matmul_rows.h); AVX-512 issues half the instructions.
+  MatMulRowsBlockWith(CpuHasAvx512() ? RowsIsa::kAvx512 : RowsIsa::kAvx2, b, scratch);
 }
 
 }  // namespace lockstep::backend
