@@ -50,7 +50,8 @@ std::vector<float> Reference(DType t, const std::vector<uint8_t>& w, int64_t col
 }
 
 std::vector<float> Blocked(DType t, const std::vector<uint8_t>& w, int cols,
-                           const std::vector<float>& x, int64_t rows, int64_t n) {
+                           const std::vector<float>& x, int64_t rows, int64_t n,
+                           backend::RowsIsa isa) {
   std::vector<float> y(static_cast<size_t>(rows * cols)), scratch(kRowsScratchFloats);
   backend::RowsBlock b;
   b.type = t;
@@ -63,7 +64,7 @@ std::vector<float> Blocked(DType t, const std::vector<uint8_t>& w, int cols,
   b.y = y.data();
   b.y_stride = cols;
   b.prefetch_next = true;  // past the end of the block: a prefetch never faults
-  backend::MatMulRowsBlock(b, scratch.data());
+  backend::MatMulRowsBlockWith(isa, b, scratch.data());
   return y;
 }
 
@@ -74,37 +75,48 @@ int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
+// Every kernel this CPU can run is checked, not only the one MatMulRowsBlock picks.
+constexpr backend::RowsIsa kIsas[] = {backend::RowsIsa::kAvx2, backend::RowsIsa::kAvx512};
 
 TEST(MatMulRows, BlockEqualsDotRowBitForBit) {
   if (!backend::HasRowsKernel(DType::F32)) GTEST_SKIP() << "no AVX2 on this CPU";
   std::vector<int64_t> row_counts = {64, 129};
   for (int64_t r = 1; r <= 20; ++r) row_counts.push_back(r);
-  for (DType t : kTypes)
-    for (int64_t n : {7, 8, 9, 255, 256, 257, 1536, 6147}) {
-      const int cols = n > 2000 ? 5 : 13;  // not a multiple of the 2- or 4-column microkernels
-      const auto w = Weights(t, cols, n, 7 + n);
-      for (int64_t rows : row_counts) {
-        const auto x = Random(1000 + rows, rows * n);
-        EXPECT_EQ(
-            CountDiffering(Blocked(t, w, cols, x, rows, n), Reference(t, w, cols, x, rows, n)), 0)
-            << Name(t) << " n=" << n << " rows=" << rows;
+  for (backend::RowsIsa isa : kIsas) {
+    if (!backend::HasRowsIsa(isa)) continue;
+    for (DType t : kTypes)
+      for (int64_t n : {7, 8, 9, 255, 256, 257, 1536, 6147}) {
+        const int cols = n > 2000 ? 5 : 13;  // not a multiple of the 2- or 4-column microkernels
+        const auto w = Weights(t, cols, n, 7 + n);
+        for (int64_t rows : row_counts) {
+          const auto x = Random(1000 + rows, rows * n);
+          EXPECT_EQ(CountDiffering(Blocked(t, w, cols, x, rows, n, isa),
+                                   Reference(t, w, cols, x, rows, n)),
+                    0)
+              << Name(t) << " n=" << n << " rows=" << rows << " isa=" << static_cast<int>(isa);
+        }
       }
-    }
+  }
 }
 
 TEST(MatMulRows, EveryColumnCountBitForBit) {
   if (!backend::HasRowsKernel(DType::F32)) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (DType t : kTypes)
-    for (int64_t n : {9, 257})
-      for (int cols = 1; cols <= backend::kRowsMaxCols; ++cols) {
-        const auto w = Weights(t, cols, n, 3 + cols);
-        for (int64_t rows = 1; rows <= 9; ++rows) {
-          const auto x = Random(50 + rows, rows * n);
-          EXPECT_EQ(
-              CountDiffering(Blocked(t, w, cols, x, rows, n), Reference(t, w, cols, x, rows, n)), 0)
-              << Name(t) << " n=" << n << " cols=" << cols << " rows=" << rows;
+  for (backend::RowsIsa isa : kIsas) {
+    if (!backend::HasRowsIsa(isa)) continue;
+    for (DType t : kTypes)
+      for (int64_t n : {9, 257})
+        for (int cols = 1; cols <= backend::kRowsMaxCols; ++cols) {
+          const auto w = Weights(t, cols, n, 3 + cols);
+          for (int64_t rows = 1; rows <= 9; ++rows) {
+            const auto x = Random(50 + rows, rows * n);
+            EXPECT_EQ(CountDiffering(Blocked(t, w, cols, x, rows, n, isa),
+                                     Reference(t, w, cols, x, rows, n)),
+                      0)
+                << Name(t) << " n=" << n << " cols=" << cols << " rows=" << rows
+                << " isa=" << static_cast<int>(isa);
+          }
         }
-      }
+  }
 }
 
 // Whole matmuls through the backend (column blocks split over threads, MatMuls laying several
@@ -156,7 +168,7 @@ TEST(MatMulRows, NegativeControlOtherArithmeticDiffers) {
   const int cols = 16;
   const auto w = Weights(DType::F32, cols, n, 99);
   const auto x = Random(98, rows * n);
-  const auto got = Blocked(DType::F32, w, cols, x, rows, n);
+  const auto got = Blocked(DType::F32, w, cols, x, rows, n, backend::RowsIsa::kAvx2);
   std::vector<float> fused(got.size()), seq(got.size());
   for (int64_t r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {

@@ -40,4 +40,10 @@ bool HasRowsKernel(DType t);
 // Runs `b`; scratch holds kRowsScratchFloats floats (per thread).
 void MatMulRowsBlock(const RowsBlock& b, float* scratch);
 
+// The instruction sets MatMulRowsBlock picks from (the widest the CPU has); exposed so tests
+// can hold every kernel this CPU runs to the same bits.
+enum class RowsIsa { kAvx2, kAvx512 };
+bool HasRowsIsa(RowsIsa isa);
+void MatMulRowsBlockWith(RowsIsa isa, const RowsBlock& b, float* scratch);
+
 }  // namespace lockstep::backend
