@@ -20,10 +20,24 @@ uint64_t Mix(uint64_t x) {  // splitmix64 finaliser: a bijective avalanche of 64
 }  // namespace
 
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  return best;
+  // The first index holding the maximum. The maximum is exact in any order, so it is found with
+  // 16 independent running maxima (vectorizable; a full 262,144-token row in a fraction of the
+  // scalar loop's time), then the first index equal to it. Same answer as a left-to-right scan
+  // that keeps the earlier index on ties (+0 and -0 compare equal either way).
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  constexpr size_t kLanes = 16;
+  float lane[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) lane[l] = logits[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) lane[l] = logits[i + l] > lane[l] ? logits[i + l] : lane[l];
+  float mx = lane[0];
+  for (size_t l = 1; l < kLanes; ++l) mx = lane[l] > mx ? lane[l] : mx;
+  for (; i < n; ++i) mx = logits[i] > mx ? logits[i] : mx;
+  for (size_t j = 0; j < n; ++j)
+    if (logits[j] == mx) return static_cast<int32_t>(j);
+  return 0;  // only NaN logits
 }
 
 double UniformAt(uint64_t seed, int64_t position, int64_t index) {
