@@ -534,6 +534,11 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   out = RunCli(fmt::format("lab diverge {} /nonexistent.json", fa), &rc);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(out.find("/nonexistent.json"), std::string::npos) << out;
+  // Asked for by name without a drafter, the speculation mode is an error (it printed an empty
+  // table before).
+  out = RunCli(fmt::format("lab probe -m {} --tokens 3,4,5 --modes speculation", model), &rc);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("needs --draft"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -287,6 +287,9 @@ int Probe(const Common& c, const ProbeArgs& p) {
                         : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
   opt.threads = c.threads;
   if (!p.modes.empty()) opt.modes = p.modes;
+  // Asked for by name, the speculation mode needs a drafter (by default it is skipped without).
+  if (p.draft.empty() && std::find(p.modes.begin(), p.modes.end(), "speculation") != p.modes.end())
+    return FailDiff(Status::Error("probe: --modes speculation needs --draft D.gguf"));
   opt.analyze = {c.top_k, c.tie};
   l->model.reset();  // the probe loads its own copies
   auto modes = lab::RunProbe(opt);
