@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/sha256.h"
 #include "gguf/gguf.h"
 #include "testing/run_cli.h"
 
@@ -165,6 +166,9 @@ TEST(GenerateCli, NonFiniteOptionsAreRefusedAndSeedMinusOneIsRandom) {
   const auto lines = JsonLines(out);
   ASSERT_EQ(lines.size(), 1u);
   const uint64_t seed = lines[0]["identity"]["settings"]["seed"].get<uint64_t>();
+  // The identity names the prompt (its ids' sha256), so runs of different prompts differ there.
+  EXPECT_EQ(lines[0]["identity"]["prompt_sha256"].get<std::string>(),
+            IdsSha256(lines[0]["prompt_tokens"].get<std::vector<int32_t>>()));
   EXPECT_NE(out.find(fmt::format("random seed {}", seed)), std::string::npos) << out;
   EXPECT_LT(seed, uint64_t{1} << 63);
   const auto again = JsonLines(RunCommand(

@@ -117,7 +117,10 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                   {"per_position", per},
                   {"rounds", r.draft.rounds}};
   }
-  if (with_identity) j["identity"] = IdentityJson(rec, settings, r.tokens);
+  if (with_identity) {
+    j["identity"] = IdentityJson(rec, settings, r.tokens);
+    j["identity"]["prompt_sha256"] = IdsSha256(prompt);  // two runs of other prompts differ here
+  }
   return j;
 }
 
