@@ -208,6 +208,31 @@ TEST(GenerateCli, TokenizerLargerThanTheEmbeddingIsRefused) {
   fs::remove(path);
 }
 
+// llama.cpp's flag names work as aliases and give the same run.
+TEST(GenerateCli, LlamaCppFlagNamesAreAliases) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  int rc = 0;
+  const auto ours = JsonLines(RunCommand(
+      fmt::format("generate -m {} -p 'def f(x):' -n 12 --draft {} --draft-max 2 -c 64 --seed 3 "
+                  "--temp 0.5 --json",
+                  p.target, p.draft),
+      &rc));
+  ASSERT_EQ(rc, 0);
+  const std::string out = RunCommand(
+      fmt::format("generate -m {} -p 'def f(x):' -n 12 -md {} --spec-draft-n-max 2 --ctx-size 64 "
+                  "-s 3 --temp 0.5 -ngl 99 --json",
+                  p.target, p.draft),
+      &rc);
+  ASSERT_EQ(rc, 0) << out;
+  const auto theirs = JsonLines(out);
+  ASSERT_EQ(ours.size(), 1u);
+  ASSERT_EQ(theirs.size(), 1u);
+  EXPECT_EQ(ours[0]["tokens"], theirs[0]["tokens"]);
+  EXPECT_EQ(ours[0]["draft"], theirs[0]["draft"]);
+  EXPECT_NE(out.find("-ngl 99 ignored"), std::string::npos) << out;
+}
+
 TEST(GenerateCli, F16CacheIsStableRunToRun) {
   const DefaultPair p = Pair();
   if (!p.present()) GTEST_SKIP() << "no default pair under models/";

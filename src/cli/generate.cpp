@@ -1,4 +1,5 @@
 // `lockstep generate`: greedy or seeded sampling from a Gemma 4 GGUF, plain or speculative.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +24,7 @@ namespace {
 struct Args {
   std::string model, prompt, tokens, draft, prompts_file, device = "cpu";
   std::string cache_type_k = "f32", cache_type_v = "f32";
+  int gpu_layers = -1;
   int n_predict = 64, threads = 2, ctx = 0, draft_max = 3, top_k = 0, parallel = 4;
   float temp = 0.0f, draft_p_min = 0.0f;
   int64_t seed = 0;
@@ -45,10 +47,12 @@ void AddOptions(CLI::App& app, Args& a) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("-t,--threads", a.threads, "CPU threads (never changes the output)")
       ->check(CLI::Range(1, 256));
-  app.add_option("-c,--ctx", a.ctx, "context size (default: prompt + n + draft room)")
+  app.add_option("-c,--ctx,--ctx-size", a.ctx, "context size (default: prompt + n + draft room)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--draft", a.draft, "Gemma 4 assistant drafter GGUF: speculative decoding");
-  app.add_option("--draft-max", a.draft_max, "tokens drafted per round")->check(CLI::Range(1, 32));
+  app.add_option("--draft,--model-draft", a.draft,
+                 "Gemma 4 assistant drafter GGUF: speculative decoding (also -md)");
+  app.add_option("--draft-max,--spec-draft-n-max", a.draft_max, "tokens drafted per round")
+      ->check(CLI::Range(1, 32));
   app.add_option("--draft-p-min", a.draft_p_min, "stop drafting below this draft probability")
       ->check(FiniteNumber())
       ->check(CLI::Range(0.0f, 1.0f));
@@ -63,6 +67,8 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16");
   app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16");
   app.add_option("--device", a.device, "backend: cpu");
+  app.add_option("--gpu-layers,--n-gpu-layers", a.gpu_layers,
+                 "accepted for llama.cpp command lines (also -ngl); every layer runs on --device");
   app.add_flag("--chat", a.chat, "wrap the prompt as a user turn with the model's chat template");
   app.add_flag("--ignore-eos", a.ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--compare", a.compare,
@@ -170,6 +176,9 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
 }
 
 int Run(Args a) {
+  if (a.gpu_layers >= 0 && a.device == "cpu")
+    std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
+                 a.gpu_layers);
   a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
   const std::string model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
   auto be = backend::Create(a.device, a.threads);
@@ -249,8 +258,15 @@ int Generate(int argc, char** argv) {
       "lockstep generate"};
   Args a;
   AddOptions(app, a);
+  // llama.cpp's multi-letter single-dash flags, which CLI11 cannot declare: -md, -ngl.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& arg : args) {
+    if (arg == "-md") arg = "--model-draft";
+    if (arg == "-ngl") arg = "--n-gpu-layers";
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
   }
