@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -231,6 +232,47 @@ TEST(GenerateCli, LlamaCppFlagNamesAreAliases) {
   EXPECT_EQ(ours[0]["tokens"], theirs[0]["tokens"]);
   EXPECT_EQ(ours[0]["draft"], theirs[0]["draft"]);
   EXPECT_NE(out.find("-ngl 99 ignored"), std::string::npos) << out;
+}
+
+// --json hashes a model once: the digest is cached by file identity and modification time. The
+// test plants a wrong digest for a copy of the model and sees it reported (the cache is read),
+// then changes the file's time and sees the true digest again (the cache is keyed right).
+TEST(GenerateCli, ModelHashesAreCachedByFileIdentity) {
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  const fs::path dir =
+      fs::temp_directory_path() / "lockstep-tests" / fmt::format("hash-cache-{}", ::getpid());
+  fs::create_directories(dir);
+  const fs::path model = dir / "target.gguf";
+  fs::copy_file(p.target, model, fs::copy_options::overwrite_existing);
+  const std::string cmd = fmt::format("generate -m {} --tokens 2,3 -n 2 --json", model.string());
+  auto sha_of = [&](const std::string& extra) {
+    int rc = 0;
+    const std::string out =
+        RunCommand(cmd + extra, &rc);  // the binary inherits the environment set below
+    const auto lines = JsonLines(out);
+    EXPECT_EQ(lines.size(), 1u) << out;
+    return lines.empty() ? std::string() : lines[0]["identity"]["model_sha256"].get<std::string>();
+  };
+  ::setenv("LOCKSTEP_CACHE_DIR", dir.c_str(), 1);
+  const std::string real = sha_of("");
+  ASSERT_EQ(real.size(), 64u);
+  EXPECT_EQ(sha_of(""), real);
+  // Plant a digest for the same key.
+  std::ifstream in(dir / "file-sha256.tsv");
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  in.close();
+  const std::string planted(64, 'a');
+  line.replace(line.find(real), real.size(), planted);
+  std::ofstream(dir / "file-sha256.tsv") << line << "\n";
+  EXPECT_EQ(sha_of(""), planted);
+  // A new modification time is a new key: the true digest again.
+  fs::last_write_time(model, fs::last_write_time(model) + std::chrono::seconds(5));
+  EXPECT_EQ(sha_of(""), real);
+  EXPECT_EQ(sha_of(" --no-hash"), "not computed (--no-hash)");
+  ::unsetenv("LOCKSTEP_CACHE_DIR");
+  fs::remove_all(dir);
 }
 
 TEST(GenerateCli, F16CacheIsStableRunToRun) {

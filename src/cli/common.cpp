@@ -1,6 +1,8 @@
 // CLI helpers: parsing id lists, default paths, identity blocks and generate's JSON.
 #include "cli/common.h"
 
+#include "cli/file_hash_cache.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -76,7 +78,7 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
       {"git_hash", GitHash()},
       {"command", r.command},
       {"model", std::filesystem::path(r.model_path).filename().string()},
-      {"model_sha256", FileSha256(r.model_path)},
+      {"model_sha256", r.hash_files ? CachedFileSha256(r.model_path) : "not computed (--no-hash)"},
       {"settings", settings},
       {"backend", r.backend},
       {"kernels", std::string(quant::IsaName(quant::CpuIsa()))},
@@ -86,7 +88,7 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
   };
   if (!r.draft_path.empty()) {
     j["draft"] = std::filesystem::path(r.draft_path).filename().string();
-    j["draft_sha256"] = FileSha256(r.draft_path);
+    j["draft_sha256"] = r.hash_files ? CachedFileSha256(r.draft_path) : "not computed (--no-hash)";
   }
   return j;
 }

@@ -32,6 +32,7 @@ struct RunRecord {
   std::string draft_path;
   std::string backend;
   int threads = 1;
+  bool hash_files = true;  // false (--no-hash): model hashes are reported as "not computed"
 };
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
                             std::span<const int32_t> output_ids);

@@ -28,6 +28,7 @@ struct Args {
   int n_predict = 64, threads = 2, ctx = 0, draft_max = 3, top_k = 0, parallel = 4;
   float temp = 0.0f, draft_p_min = 0.0f;
   int64_t seed = 0;
+  bool no_hash = false;
   bool json = false, chat = false, ignore_eos = false, compare = false, fixed_draft = false;
 };
 
@@ -74,6 +75,9 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_flag("--compare", a.compare,
                "with --draft: also run plain decoding and report both speeds");
   app.add_flag("--json", a.json, "print one JSON object instead of text");
+  app.add_flag("--no-hash", a.no_hash,
+               "do not hash the model files for the identity block (hashes are cached by file "
+               "identity and modification time otherwise)");
 }
 
 Expected<std::vector<int32_t>> PromptTokens(const Args& a, const tokenizer::Tokenizer* tok) {
@@ -215,7 +219,7 @@ int Run(Args a) {
   if (a.ctx > n_train)
     std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
                  n_train);
-  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads()};
+  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads(), !a.no_hash};
   if (!a.prompts_file.empty()) return RunMany(a, **target, proposer.get(), tok.get(), rec, opt);
 
   auto prompt = PromptTokens(a, tok.get());
