@@ -18,6 +18,7 @@
 #include "convert/hf_config.h"
 #include "convert/safetensors.h"
 #include "gguf/gguf.h"
+#include "testing/files.h"
 
 namespace lockstep::convert {
 namespace {
@@ -92,7 +93,7 @@ TEST_F(ConvertTest, ReproducesCommittedGgufsByteForByte) {
     const auto want = ReadAll(kData / "parity" / name / (name + ".gguf"));
     ASSERT_FALSE(want.empty());
     EXPECT_EQ(ReadAll(out), want) << name;
-    EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
+    EXPECT_EQ(testing::TempSiblings(out), 0);
   }
 }
 
@@ -219,7 +220,7 @@ TEST_F(ConvertTest, MissingConfigKeyIsNamedAndLeavesNoFile) {
   std::string kept;
   std::getline(std::ifstream(out), kept);
   EXPECT_EQ(kept, "keep");
-  EXPECT_FALSE(fs::exists(out.string() + ".tmp"));
+  EXPECT_EQ(testing::TempSiblings(out), 0);
 }
 
 TEST_F(ConvertTest, CorruptSafetensorsHeaderIsRejected) {

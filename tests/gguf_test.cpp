@@ -7,8 +7,10 @@
 #include <fstream>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 #include "gguf/gguf.h"
+#include "testing/files.h"
 
 namespace lockstep::gguf {
 namespace {
@@ -360,7 +362,7 @@ TEST(GgufWriter, FailingFillLeavesNoFile) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("disk on fire"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("\"bad\""), std::string::npos) << s.message();
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(testing::TempSiblings(path), 0);
   const auto old = ReadAll(path);
   EXPECT_EQ(std::string(old.begin(), old.end()), "previous");  // untouched
   // Control: the same writer without the failing tensor replaces the file.
@@ -368,7 +370,43 @@ TEST(GgufWriter, FailingFillLeavesNoFile) {
   ok.AddTensor("ok", DType::F32, {4}, [](uint8_t* d) { std::memset(d, 1, 16); });
   ASSERT_TRUE(ok.WriteFile(path).ok());
   EXPECT_TRUE(File::Open(path).ok());
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(testing::TempSiblings(path), 0);
+}
+
+// The temporary is a new uniquely named file: a symlink at the old fixed name OUT.tmp is never
+// followed (its target used to be overwritten), and two writers of one output each rename a
+// complete file of their own (they used to interleave into one temporary).
+TEST(GgufWriter, TemporaryIsUniqueAndNeverFollowsASymlink) {
+  TmpDir dir;
+  const std::string path = dir / "out.gguf", victim = dir / "victim.txt";
+  { std::ofstream(victim) << "keep me"; }
+  fs::create_symlink(victim, path + ".tmp");
+  Writer w;
+  w.AddTensor("t", DType::F32, {4}, [](uint8_t* d) { std::memset(d, 1, 16); });
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  const auto kept = ReadAll(victim);
+  EXPECT_EQ(std::string(kept.begin(), kept.end()), "keep me");
+  EXPECT_TRUE(File::Open(path).ok());
+  fs::remove(path + ".tmp");
+  EXPECT_EQ(testing::TempSiblings(path), 0);
+
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 4; ++i)
+    writers.emplace_back([&path, i] {
+      Writer wi;
+      wi.AddTensor("t", DType::F32, {1 << 18}, [i](uint8_t* d) { std::memset(d, i + 1, 1 << 20); });
+      EXPECT_TRUE(wi.WriteFile(path).ok());
+    });
+  for (auto& t : writers) t.join();
+  auto f = File::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  const auto* t = (*f)->FindTensor("t");
+  ASSERT_NE(t, nullptr);
+  const uint8_t* data = (*f)->TensorData(*t);
+  int differing = 0;  // one writer's bytes throughout
+  for (uint64_t i = 0; i < t->nbytes; ++i) differing += data[i] != data[0];
+  EXPECT_EQ(differing, 0);
+  EXPECT_EQ(testing::TempSiblings(path), 0);
 }
 
 TEST(GgufWriter, RejectsInvalidInputs) {

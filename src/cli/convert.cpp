@@ -4,6 +4,7 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/interrupt.h"
 #include "convert/convert.h"
 
 namespace lockstep::cli {
@@ -85,7 +86,15 @@ int Convert(int argc, char** argv) {
       std::fprintf(stderr, "lockstep convert: %s\n", s.c_str());
     };
   }
+  InterruptGuard guard;
+  opts.cancel = guard.flag();
   const Status s = convert::ConvertHfToGguf(opts);
+  // Written or not is decided by the rename alone: an interrupt after it still wrote the file.
+  if (!s.ok() && guard.interrupted()) {
+    std::fprintf(stderr, "\nlockstep convert: interrupted; %s not written\n",
+                 opts.out_path.c_str());
+    return 130;
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "lockstep convert: error: %s\n", s.message().c_str());
     return 1;

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
 #include "quant/model_quantize.h"
 
 namespace lockstep::cli {
@@ -18,39 +19,11 @@ constexpr const char* kUsage =
     "Rewrites a GGUF model with its matrices in a llama.cpp-style quantization mix (no importance\n"
     "matrix). Norms, scales, the MoE router, rope_freqs and other 1-D tensors stay as they are.\n"
     "TYPE: F16, BF16, Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0, Q2_K (case-insensitive).\n"
-    "The output is written to OUT.gguf.tmp and renamed on success; Ctrl-C removes it.\n"
+    "The output is written to a temporary file next to OUT.gguf and renamed on success; Ctrl-C\n"
+    "removes it.\n"
     "\n"
     "  --threads N   rows quantized in parallel (the output bytes do not depend on N)\n"
     "  -q, --quiet   no progress bar\n";
-
-// A signal handler can only reach static storage; this flag is the one piece of process state
-// the command needs, it is lock-free and only ever set by SIGINT/SIGTERM.
-std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
-
-void OnInterrupt(int) {
-  g_interrupted.store(true, std::memory_order_relaxed);
-}
-
-// Installs the handler for the duration of the command and restores the previous one.
-class InterruptGuard {
- public:
-  InterruptGuard() {
-    g_interrupted.store(false);
-    old_int_ = std::signal(SIGINT, OnInterrupt);
-    old_term_ = std::signal(SIGTERM, OnInterrupt);
-  }
-  ~InterruptGuard() {
-    std::signal(SIGINT, old_int_);
-    std::signal(SIGTERM, old_term_);
-  }
-  InterruptGuard(const InterruptGuard&) = delete;
-  InterruptGuard& operator=(const InterruptGuard&) = delete;
-
- private:
-  void (*old_int_)(int) = SIG_DFL;
-  void (*old_term_)(int) = SIG_DFL;
-};
 
 void DrawProgress(const quant::QuantizeProgress& p) {
   const double frac =
@@ -107,10 +80,11 @@ int Quantize(int argc, char** argv) {
   InterruptGuard guard;
   quant::QuantizeOptions opts;
   opts.threads = threads;
-  opts.cancel = &g_interrupted;
+  opts.cancel = guard.flag();
   if (!quiet) opts.progress = DrawProgress;
   const Status s = quant::QuantizeModel(paths[0], paths[1], *mix, opts);
-  if (g_interrupted.load()) {
+  // Written or not is decided by the rename alone: an interrupt after it still wrote the file.
+  if (!s.ok() && guard.interrupted()) {
     std::fprintf(stderr, "\nlockstep quantize: interrupted; %s not written\n", paths[1].c_str());
     return 130;
   }

@@ -208,7 +208,7 @@ Status ConvertHfToGguf(const ConvertOptions& opts) {
   if (opts.note)
     opts.note(fmt::format("{}: arch {}, {} layers, {} tensors, outtype {}", opts.hf_dir, cfg.arch,
                           cfg.n_layer, plan.size(), Name(opts.outtype)));
-  return w.WriteFile(opts.out_path, opts.progress);
+  return w.WriteFile(opts.out_path, opts.progress, opts.cancel);
 }
 
 }  // namespace lockstep::convert

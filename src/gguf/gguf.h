@@ -1,11 +1,12 @@
 // GGUF v3 files: a bounds-checked mmap reader and a writer, with llama.cpp's layout rules.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -17,8 +18,19 @@ namespace lockstep::gguf {
 
 // GGUF metadata value type ids, as stored in the file.
 enum class ValueType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12,
 };
 
 struct Value;
@@ -34,8 +46,8 @@ struct Value {
 
   // Typed accessors for callers that validate: they fail (nullopt) on a type that cannot
   // represent the value exactly, never silently convert a string to a number etc.
-  std::optional<int64_t> AsInt() const;      // any integer type (uint64 > INT64_MAX fails)
-  std::optional<double> AsFloat() const;     // float32/float64 and integers
+  std::optional<int64_t> AsInt() const;   // any integer type (uint64 > INT64_MAX fails)
+  std::optional<double> AsFloat() const;  // float32/float64 and integers
   std::optional<bool> AsBool() const;
   const std::string* AsString() const;
   const Array* AsArray() const;
@@ -110,12 +122,14 @@ class Writer {
   // `nbytes` must equal RowBytes(type, ne[0]) * (product of the other ne).
   void AddTensor(const std::string& name, DType type, std::vector<int64_t> ne,
                  std::function<void(uint8_t* dst)> fill);
-  void AddTensorCopy(const std::string& name, DType type, std::vector<int64_t> ne,
-                     const void* src);
-  // Writes to `path` + ".tmp" and renames on success, so a failed or interrupted write never
-  // leaves a partial file at `path`. `progress(done_bytes, total_bytes)` may be empty.
+  void AddTensorCopy(const std::string& name, DType type, std::vector<int64_t> ne, const void* src);
+  // Writes to a new uniquely named temporary next to `path` and renames it on success, so a
+  // failed or interrupted write never leaves a partial file at `path` (nor a temporary), and
+  // the file is written exactly when this returns Ok. `progress(done_bytes, total_bytes)` may
+  // be empty; `cancel` (may be null) is checked between tensors and before the rename.
   Status WriteFile(const std::string& path,
-                   const std::function<void(uint64_t, uint64_t)>& progress = {}) const;
+                   const std::function<void(uint64_t, uint64_t)>& progress = {},
+                   const std::atomic<bool>* cancel = nullptr) const;
 
  private:
   struct PendingTensor {

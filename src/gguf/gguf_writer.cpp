@@ -1,10 +1,12 @@
 // GGUF v3 writer: serializes metadata and streams aligned tensor data to an atomically renamed
 // file.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
@@ -165,16 +167,24 @@ uint64_t TensorBytes(DType type, const std::vector<int64_t>& ne) {
 }
 
 // Owns the temporary output: closes it and removes it unless Commit() renamed it into place.
+// The temporary is a new file with a unique name next to the output (mkostemp: O_EXCL, so an
+// existing file or symlink of that name is never opened), so two writers to one output never
+// share it and whether the output was written is decided by the rename alone.
 class TmpFile {
  public:
-  TmpFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {}
+  TmpFile(std::string path) : path_(std::move(path)) {}
   ~TmpFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
+    if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
   }
   Status Open() {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) return Status::Errorf("{}: cannot create: {}", tmp_, std::strerror(errno));
+    std::string name = path_ + ".tmp.XXXXXX";
+    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd_ < 0) return Status::Errorf("{}: cannot create: {}", name, std::strerror(errno));
+    tmp_ = name;
+    const mode_t mask = ::umask(0);  // mkostemp makes 0600; a model file is 0666 & ~umask
+    ::umask(mask);
+    ::fchmod(fd_, 0666 & ~mask);
     return Status::Ok();
   }
   Status Write(const uint8_t* p, uint64_t n) {
@@ -237,7 +247,8 @@ void Writer::AddTensorCopy(const std::string& name, DType type, std::vector<int6
 }
 
 Status Writer::WriteFile(const std::string& path,
-                         const std::function<void(uint64_t, uint64_t)>& progress) const {
+                         const std::function<void(uint64_t, uint64_t)>& progress,
+                         const std::atomic<bool>* cancel) const {
   if (alignment_ == 0 || !std::has_single_bit(alignment_) || alignment_ > 0xffffffffu) {
     return Status::Errorf("{}: general.alignment = {}: must be a power of two that fits uint32",
                           path, alignment_);
@@ -287,7 +298,9 @@ Status Writer::WriteFile(const std::string& path,
   const std::vector<uint8_t> zeros(std::min<uint64_t>(alignment_, 4096), 0);
   uint64_t done = 0;
   if (progress) progress(0, total);
+  const auto cancelled = [cancel] { return cancel && cancel->load(std::memory_order_relaxed); };
   for (const auto& t : tensors_) {
+    if (cancelled()) return Status::Errorf("{}: interrupted, not written", path);
     buf.assign(t.nbytes, 0);  // zeroed so a fill that skips bytes still writes deterministic data
     try {
       if (t.fill) t.fill(buf.data());
@@ -305,6 +318,7 @@ Status Writer::WriteFile(const std::string& path,
     done += t.nbytes;
     if (progress) progress(done, total);
   }
+  if (cancelled()) return Status::Errorf("{}: interrupted, not written", path);
   return out.Commit();
 }
 

@@ -266,9 +266,9 @@ Status QuantizeModel(const std::string& in_path, const std::string& out_path, Mi
       if (opts.progress) opts.progress(prog);
     });
   }
-  Status s = w.WriteFile(out_path);
+  Status s = w.WriteFile(out_path, {}, opts.cancel);
   if (!s.ok() && IsCancelled(opts))
-    return Status::Errorf("interrupted: {} not written ({}.tmp removed)", out_path, out_path);
+    return Status::Errorf("interrupted: {} not written (its temporary file removed)", out_path);
   return s;
 }
 
