@@ -1,7 +1,5 @@
 // `lockstep quantize`: argument parsing, a stderr progress bar and Ctrl-C handling around
 // quant::QuantizeModel.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <string>
 
