@@ -4,18 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/matmul_rows.h"
-#include "quant/dot_x86.h"
+#include "backend/cpu/matmul_rows_x86.h"
 
 namespace lockstep::backend {
 namespace {
-
-using quant::detail::Half;
-
-enum class W { kF32, kF16, kBF16 };
-
-template <W kW>
-constexpr int kBytes = kW == W::kF32 ? 4 : 2;
 
 // Eight weights from element i as floats (every conversion is exact).
 template <W kW>
@@ -27,24 +19,6 @@ inline __m256 Load8(const uint8_t* w, int64_t i) {
     if constexpr (kW == W::kF16) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-}
-
-// One weight as a float, from dot_x86.h's header-local helpers: an AVX2-compiled copy of a
-// shared inline function (core/half.h) could otherwise be linked into portable callers.
-template <W kW>
-inline float Load1(const uint8_t* w, int64_t i) {
-  float f;
-  if constexpr (kW == W::kF32) {
-    std::memcpy(&f, w + 4 * i, 4);
-  } else if constexpr (kW == W::kF16) {
-    f = Half(w + 2 * i);
-  } else {
-    uint16_t b;
-    std::memcpy(&b, w + 2 * i, 2);
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    std::memcpy(&f, &u, 4);
-  }
-  return f;
 }
 
 // Where the microkernel works: kCols weight rows from w (row_bytes apart) against kRows
@@ -128,17 +102,11 @@ int ColsFor(int rows) {
 // The tail elements (n % 8) into lanes 0.., then DotF32's tree, for every pair of the chunk.
 template <W kW>
 void Finish(const RowsBlock& b, int64_t r0, int64_t rows, const float* acc) {
-  const int64_t n8 = b.n & ~int64_t{7};
   for (int c = 0; c < b.n_cols; ++c) {
     const uint8_t* w = b.w + c * b.row_bytes;
     for (int64_t r = 0; r < rows; ++r) {
-      float lanes[8];
-      std::memcpy(lanes, acc + (c * rows + r) * 8, sizeof(lanes));
-      const float* x = b.x + (r0 + r) * b.n;
-      for (int64_t j = n8, k = 0; j < b.n; ++j, ++k) lanes[k] += Load1<kW>(w, j) * x[j];
-      const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
-      const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
-      b.y[(r0 + r) * b.y_stride + c] = s0 + s1;
+      b.y[(r0 + r) * b.y_stride + c] =
+          TailAndTree<kW>(acc + (c * rows + r) * 8, w, b.x + (r0 + r) * b.n, b.n);
     }
   }
 }
@@ -175,8 +143,7 @@ void Chunk(const RowsBlock& b, int64_t r0, int64_t rows, float* acc) {
 
 template <W kW>
 void Run(const RowsBlock& b, float* scratch) {
-  for (int64_t r0 = 0; r0 < b.n_rows; r0 += kRowsChunk)
-    Chunk<kW>(b, r0, std::min(kRowsChunk, b.n_rows - r0), scratch);
+  ForRowChunks(b, [&](int64_t r0, int64_t rows) { Chunk<kW>(b, r0, rows, scratch); });
 }
 
 }  // namespace

@@ -14,18 +14,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/matmul_rows.h"
-#include "quant/dot_x86.h"
+#include "backend/cpu/matmul_rows_x86.h"
 
 namespace lockstep::backend {
 namespace {
-
-using quant::detail::Half;
-
-enum class W { kF32, kF16, kBF16 };
-
-template <W kW>
-constexpr int kBytes = kW == W::kF32 ? 4 : 2;
 
 // Eight weights from element i of row a, then eight of row b, as floats (exact conversions).
 template <W kW>
@@ -41,23 +33,6 @@ inline __m512 LoadPair(const uint8_t* a, const uint8_t* b, int64_t i) {
     if constexpr (kW == W::kF16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
-}
-
-// One weight as a float (dot_x86.h's header-local helper: see matmul_rows_avx2.cpp).
-template <W kW>
-inline float Load1(const uint8_t* w, int64_t i) {
-  float f;
-  if constexpr (kW == W::kF32) {
-    std::memcpy(&f, w + 4 * i, 4);
-  } else if constexpr (kW == W::kF16) {
-    f = Half(w + 2 * i);
-  } else {
-    uint16_t b;
-    std::memcpy(&b, w + 2 * i, 2);
-    const uint32_t u = static_cast<uint32_t>(b) << 16;
-    std::memcpy(&f, &u, 4);
-  }
-  return f;
 }
 
 // Where the microkernel works: column pairs from w (pair p is rows 2p and 2p+1, or 2p twice
@@ -134,17 +109,11 @@ void MicroDispatch(int n_pairs, int n_rows, const Tile& t) {
 // The tail elements (n % 8) into lanes 0.., then DotF32's tree, for every pair of the chunk.
 template <W kW>
 void Finish(const RowsBlock& b, int64_t r0, int64_t rows, const float* acc) {
-  const int64_t n8 = b.n & ~int64_t{7};
   for (int c = 0; c < b.n_cols; ++c) {
     const uint8_t* w = b.w + c * b.row_bytes;
     for (int64_t r = 0; r < rows; ++r) {
-      float lanes[8];
-      std::memcpy(lanes, acc + ((c / 2) * rows + r) * 16 + (c % 2) * 8, sizeof(lanes));
-      const float* x = b.x + (r0 + r) * b.n;
-      for (int64_t j = n8, k = 0; j < b.n; ++j, ++k) lanes[k] += Load1<kW>(w, j) * x[j];
-      const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
-      const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
-      b.y[(r0 + r) * b.y_stride + c] = s0 + s1;
+      b.y[(r0 + r) * b.y_stride + c] = TailAndTree<kW>(
+          acc + ((c / 2) * rows + r) * 16 + (c % 2) * 8, w, b.x + (r0 + r) * b.n, b.n);
     }
   }
 }
@@ -180,8 +149,7 @@ void Chunk(const RowsBlock& b, int64_t r0, int64_t rows, float* acc) {
 
 template <W kW>
 void Run(const RowsBlock& b, float* scratch) {
-  for (int64_t r0 = 0; r0 < b.n_rows; r0 += kRowsChunk)
-    Chunk<kW>(b, r0, std::min(kRowsChunk, b.n_rows - r0), scratch);
+  ForRowChunks(b, [&](int64_t r0, int64_t rows) { Chunk<kW>(b, r0, rows, scratch); });
 }
 
 }  // namespace
