@@ -27,6 +27,7 @@
 #include "testing/files.h"
 #include "testing/models.h"
 #include "testing/reference.h"
+#include "testing/run_cli.h"
 #include "testing/synthetic.h"
 
 namespace lockstep {
@@ -347,14 +348,9 @@ TEST(QuantizeModel, CancelMidWriteLeavesNoFile) {
 }
 
 int RunCli(const std::string& args, std::string* output) {
-  const std::string cmd = fmt::format("{} quantize {} 2>&1", LOCKSTEP_BINARY, args);
-  FILE* f = popen(cmd.c_str(), "r");
-  if (!f) return -1;
-  char buf[512];
-  output->clear();
-  while (size_t n = std::fread(buf, 1, sizeof buf, f)) output->append(buf, n);
-  const int rc = pclose(f);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  int rc = 0;
+  *output = testing::RunCli(LOCKSTEP_BINARY, "quantize " + args, &rc);
+  return rc;
 }
 
 // Ctrl-C at any moment: the exit status tells the truth about the output (130: not written and

@@ -92,7 +92,6 @@ class Engine {
   void set_token_sink(TokenSink sink) { token_sink_ = std::move(sink); }
   void set_logits_sink(LogitsSink sink) { logits_sink_ = std::move(sink); }
   const Options& options() const { return opt_; }
-  const kv::KvCache& kv() const { return *kv_; }
   // Rows of the last step's target forward (for benches and metrics).
   int last_step_rows() const { return last_rows_; }
 

@@ -41,8 +41,6 @@ class Workspace {
  public:
   // max_rows: rows per forward; max_out: rows whose logits a forward returns.
   Workspace(backend::Backend& be, const ModelConfig& c, int max_rows, int max_out);
-  int max_rows() const { return max_rows_; }
-  int max_out() const { return max_out_; }
   // Copies the batch's ids, positions, slots and output-row list to the backend.
   void Upload(const Batch& batch);
 
