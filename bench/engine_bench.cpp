@@ -1,7 +1,8 @@
 // Multi-sequence decode through the engine: aggregate and per-sequence tokens/s, ms per step and
 // the ratio to one sequence for N sequences decoding together, next to plain engine::Generate,
 // the read bandwidth and the KV bytes per sequence of a 26B-A4B-shaped cache against llama.cpp.
-//   engine_bench [--model FILE] [--threads N] [--tokens N] [--seqs 1,2,4,8,16] [--reps R] [--json]
+//   engine_bench [--model FILE] [--device cpu|cuda] [--threads N] [--tokens N] [--seqs 1,2,4,8,16]
+//                [--reps R] [--json]
 // Without --model: the synthetic BandwidthSpec target (262,144-token vocabulary, F16, ~1.26 GB),
 // written once under the temp directory.
 #include <algorithm>
@@ -32,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kPromptLen = 16;
 
 struct Args {
-  std::string model;
+  std::string model, device = "cpu";
   int threads = 2, tokens = 32, reps = 3;
   std::vector<int> seqs{1, 2, 4, 8, 16};
   bool json = false;
@@ -45,7 +46,8 @@ struct Args {
 
 [[noreturn]] void Usage() {
   std::fprintf(stderr,
-               "usage: engine_bench [--model FILE] [--threads N] [--tokens N] [--seqs 1,2,4,...] "
+               "usage: engine_bench [--model FILE] [--device cpu|cuda] [--threads N] [--tokens N] "
+               "[--seqs 1,2,4,...] "
                "[--reps R] [--json]\n");
   std::exit(2);
 }
@@ -71,6 +73,8 @@ Args ParseArgs(int argc, char** argv) {
       a.json = true;
     else if (k == "--model" && has_value)
       a.model = argv[++i];
+    else if (k == "--device" && has_value)
+      a.device = argv[++i];
     else if (k == "--threads" && has_value)
       a.threads = std::max(1, std::atoi(argv[++i]));
     else if (k == "--tokens" && has_value)
@@ -323,7 +327,9 @@ int main(int argc, char** argv) {
   const Args a = ParseArgs(argc, argv);
   Report rep;
   rep.model = a.model.empty() ? BandwidthModel() : a.model;
-  backend::CpuBackend be(a.threads);
+  auto backend = backend::Create(a.device, a.threads);
+  if (!backend) Die(Status::Errorf("--device {}: not available", a.device));
+  backend::Backend& be = *backend;
   auto m = model::Model::Load(rep.model, be);
   if (!m.ok()) Die(m.status());
   const model::Model& model = **m;

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cpu/activations.h"
+#include "backend/activations.h"
 
 namespace lockstep::backend {
 namespace {

@@ -176,18 +176,20 @@ struct Case {
   model::SyntheticSpec spec;
   DType cache;
   int threads;
+  const char* backend = "cpu";
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.name << " " << Name(c.cache) << " threads " << c.threads;
+  *os << c.backend << " " << c.name << " " << Name(c.cache) << " threads " << c.threads;
 }
 
 class EngineExactness : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EngineExactness, SequencesTogetherMatchEachAlone) {
   const Case& c = GetParam();
-  backend::CpuBackend be(c.threads);
-  auto m = model::Model::Load(testing::SyntheticPath(c.name, c.spec), be);
+  auto be = backend::Create(c.backend, c.threads);
+  if (!be) GTEST_SKIP() << "SKIPPED (no " << c.backend << " device)";
+  auto m = model::Model::Load(testing::SyntheticPath(c.name, c.spec), *be);
   ASSERT_TRUE(m.ok()) << m.status().message();
   HistoryOracle oracle(Truths(**m, c.cache), 0.25, (*m)->config().n_vocab);
   int64_t drafted = 0, accepted = 0, shared = 0, max_rows = 0;
@@ -225,15 +227,28 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(p.param.threads);
     });
 
+// The same contract on the GPU (skipped where no CUDA device is present).
+INSTANTIATE_TEST_SUITE_P(
+    CudaModels, EngineExactness,
+    ::testing::Values(Case{"engine-dense", testing::DenseSpec(), DType::F32, 1, "cuda"},
+                      Case{"engine-moe", testing::MoeSpec(), DType::BF16, 1, "cuda"},
+                      Case{"engine-ple", testing::PleSpec(), DType::F16, 1, "cuda"}),
+    [](const ::testing::TestParamInfo<Case>& p) {
+      return std::string(p.param.name + 7) + "_" + std::string(Name(p.param.cache));
+    });
+
 // The real drafter (an "echo" assistant that often agrees with the MoE target) batched across
 // sequences: one drafter pass per draft position for all of them.
-TEST(EngineExactness, AssistantDrafterBatchedAcrossSequences) {
+class EngineAssistant : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(EngineAssistant, DrafterBatchedAcrossSequences) {
   const std::string target = testing::SyntheticPath("engine-moe", testing::MoeSpec());
   const std::string path = testing::EchoDraftPath("engine-moe", testing::MoeSpec());
   ASSERT_FALSE(path.empty());
-  backend::CpuBackend be(2);
-  auto m = model::Model::Load(target, be);
-  auto d = model::Model::Load(path, be);
+  auto be = backend::Create(GetParam(), 2);
+  if (!be) GTEST_SKIP() << "SKIPPED (no " << GetParam() << " device)";
+  auto m = model::Model::Load(target, *be);
+  auto d = model::Model::Load(path, *be);
   ASSERT_TRUE(m.ok() && d.ok());
   auto pair = model::Assistant::Pair(**m, **d);
   ASSERT_TRUE(pair.ok()) << pair.status().message();
@@ -244,6 +259,7 @@ TEST(EngineExactness, AssistantDrafterBatchedAcrossSequences) {
               static_cast<long long>(t.accepted));
   EXPECT_GT(t.accepted, t.drafted / 8);  // half the requests sample: acceptance is lower
 }
+INSTANTIATE_TEST_SUITE_P(Backends, EngineAssistant, ::testing::Values("cpu", "cuda"));
 
 // Negative control: the same comparison on a backend whose matmuls (every entry point) sum in
 // another order when a call carries several rows finds sequences that differ.
@@ -265,6 +281,28 @@ TEST(EngineExactnessNegativeControl, ShapeDependentMatmulBreaksIt) {
   EXPECT_GT(differ[0], 0) << "the comparison failed to see a changed reduction order";
   EXPECT_EQ(differ[1], 0);
 }
+
+#if LOCKSTEP_HAS_CUDA
+// The GPU's negative control: CUDA matmuls whose last bits change when a call carries several
+// rows are caught by the same comparison; the real CUDA backend stays exact on the same model.
+TEST(EngineExactnessNegativeControl, ShapeDependentCudaMatmulBreaksIt) {
+  if (backend::CudaBackend::DeviceCount() == 0) GTEST_SKIP() << "SKIPPED (no CUDA device)";
+  const std::string path = testing::NearTieTarget();
+  ASSERT_FALSE(path.empty());
+  testing::ShapeDependentCudaBackend bad(0);
+  backend::CudaBackend good(0);
+  int differ[2];
+  for (backend::CudaBackend* be : {static_cast<backend::CudaBackend*>(&bad), &good}) {
+    auto m = model::Model::Load(path, *be);
+    ASSERT_TRUE(m.ok());
+    differ[be == &good] = CountDiffering(**m, nullptr, 16, 16, DType::F32);
+  }
+  std::printf("  sequences of 16 that differ: shape-dependent CUDA backend %d, real %d\n",
+              differ[0], differ[1]);
+  EXPECT_GT(differ[0], 0) << "the comparison failed to see a changed reduction order";
+  EXPECT_EQ(differ[1], 0);
+}
+#endif
 
 // A drafter that is always wrong: adaptive drafting stops paying for drafts, output unchanged.
 TEST(EngineAdaptiveDraft, AFruitlessDrafterIsPaused) {

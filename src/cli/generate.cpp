@@ -22,7 +22,7 @@ namespace lockstep::cli {
 namespace {
 
 struct Args {
-  std::string model, prompt, tokens, draft, prompts_file, device = "cpu";
+  std::string model, prompt, tokens, draft, prompts_file, device = "auto";
   std::string cache_type_k = "f32", cache_type_v = "f32";
   int gpu_layers = -1;
   int n_predict = 64, threads = 2, ctx = 0, draft_max = 3, top_k = 0, parallel = 4;
@@ -67,7 +67,7 @@ void AddOptions(CLI::App& app, Args& a) {
       ->check(CLI::Range(1, 256));
   app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16");
   app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16");
-  app.add_option("--device", a.device, "backend: cpu");
+  app.add_option("--device", a.device, "backend: auto (cuda when a GPU is present, else cpu), cpu or cuda");
   app.add_option("--gpu-layers,--n-gpu-layers", a.gpu_layers,
                  "accepted for llama.cpp command lines (also -ngl); every layer runs on --device");
   app.add_flag("--chat", a.chat, "wrap the prompt as a user turn with the model's chat template");
@@ -180,6 +180,10 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
 }
 
 int Run(Args a) {
+  if (a.device == "auto") {
+    const auto have = backend::Available();
+    a.device = std::find(have.begin(), have.end(), "cuda") != have.end() ? "cuda" : "cpu";
+  }
   if (a.gpu_layers >= 0 && a.device == "cpu")
     std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
                  a.gpu_layers);

@@ -121,6 +121,7 @@ KvCache::KvCache(backend::Backend& be, const CacheConfig& c)
     bytes_ += kb + vb;
   }
   table_.assign(static_cast<size_t>(n_seq) * stride_, -1);
+  table_dev_ = be.NewIntTensor(static_cast<int64_t>(table_.size()));
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
   for (int b = n_blocks_ - 1; b >= 0; --b) free_.push_back(b);  // pops hand out 0, 1, 2, ...
@@ -297,7 +298,11 @@ backend::KvLayerView KvCache::View(int layer) const {
     v.ring = ring_;
   } else {
     v.block = config_.block;
-    v.table = table_.data();
+    if (table_dirty_) {
+      be_.Upload(table_, &table_dev_);
+      table_dirty_ = false;
+    }
+    v.table = table_dev_.data();
     v.table_stride = stride_;
   }
   v.n_seq = config_.n_seq_max;

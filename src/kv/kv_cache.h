@@ -85,7 +85,10 @@ class KvCache {
     std::shared_ptr<void> k, v;
   };
   KvCache(backend::Backend& be, const CacheConfig& c);
-  int32_t& entry(int seq, int b) { return table_[static_cast<size_t>(seq) * stride_ + b]; }
+  int32_t& entry(int seq, int b) {
+    table_dirty_ = true;
+    return table_[static_cast<size_t>(seq) * stride_ + b];
+  }
   int32_t entry(int seq, int b) const { return table_[static_cast<size_t>(seq) * stride_ + b]; }
   void Unref(int32_t block);
   void CopyBlock(int32_t dst, int32_t src);
@@ -102,6 +105,10 @@ class KvCache {
   size_t bytes_ = 0;
   std::vector<Storage> storage_;  // per layer; empty when not cached
   std::vector<int32_t> table_;    // [n_seq_max, stride_] block ids, -1 = none
+  // The table as backend ops read it (device memory on device backends), uploaded by View()
+  // when the host table changed since the last upload.
+  mutable backend::IntTensor table_dev_;
+  mutable bool table_dirty_ = true;
   std::vector<int32_t> refs_;     // per block: slots whose table holds it
   std::vector<int32_t> free_;     // free block ids (a stack; capacity n_blocks_)
   std::vector<int32_t> len_;      // per slot: positions held

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/activations.h"
+#include "backend/activations.h"
 #include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
 #include "quant/quant.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "backend/cpu/activations.h"
+#include "backend/activations.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "quant/quant.h"

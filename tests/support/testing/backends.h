@@ -5,6 +5,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "quant/quant.h"
+#if LOCKSTEP_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace lockstep::testing {
 
@@ -32,5 +35,18 @@ class ShapeDependentBackend : public backend::CpuBackend {
     }
   }
 };
+
+#if LOCKSTEP_HAS_CUDA
+// The GPU counterpart: a CUDA matmul that rescales its result by one part in 10^7 when a call
+// carries several rows (MatMuls goes through it too: the base class runs them one by one).
+class ShapeDependentCudaBackend : public backend::CudaBackend {
+ public:
+  using CudaBackend::CudaBackend;
+  void MatMul(const backend::Weight& w, const backend::Tensor& x, backend::Tensor* y) override {
+    CudaBackend::MatMul(w, x, y);
+    if (x.rows() > 1) Scale(*y, 1.0f + 1.0e-7f, y);
+  }
+};
+#endif
 
 }  // namespace lockstep::testing

@@ -1,11 +1,19 @@
-// Element-wise activation functions of the CPU backend, inline and branch-free so their loops
-// vectorize. Plain IEEE multiplies, adds and one divide in a fixed order (no libm, no FMA):
-// the same bits on every CPU, thread split and batch, and reproducible by a device backend.
+// Element-wise activation functions shared by the CPU and CUDA backends, inline and
+// branch-free so their loops vectorize. Plain IEEE multiplies, adds and one divide in a fixed
+// order (no libm, no FMA; both builds forbid contraction): the same bits on every CPU, GPU,
+// thread split and batch.
 #pragma once
 
+#include <math.h>
+
 #include <bit>
-#include <cmath>
 #include <cstdint>
+
+#if defined(__CUDACC__)
+#define LS_HOST_DEVICE __host__ __device__
+#else
+#define LS_HOST_DEVICE
+#endif
 
 namespace lockstep::backend {
 
@@ -15,9 +23,9 @@ namespace lockstep::backend {
 // |x| < 0.125: odd Taylor polynomial to x^11; otherwise 1 - 2 / (exp(2|x|) + 1) with
 // exp(y) = 2^k * p(r), r = y - k ln2 (Cody-Waite split of ln2), p the degree-11 Taylor
 // polynomial (|r| <= 0.35: truncation below 1e-14).
-inline float Tanh(float x) {
+LS_HOST_DEVICE inline float Tanh(float x) {
   // tanh(10) rounds to 1; the compare also maps NaN to 10, so no cast below sees a NaN.
-  const float ax = std::fabs(x);
+  const float ax = fabsf(x);
   const double a = ax < 10.0f ? ax : 10.0f;
   const double y = a + a;
   const int k = static_cast<int>(y * 1.4426950408889634 + 0.5);
@@ -46,11 +54,11 @@ inline float Tanh(float x) {
   s = s * a2 + 2.0 / 15.0;
   s = s * a2 - 1.0 / 3.0;
   const double small = a + a * (a2 * s);
-  return std::copysign(static_cast<float>(a < 0.125 ? small : big), x);
+  return copysignf(static_cast<float>(a < 0.125 ? small : big), x);
 }
 
 // GELU, tanh approximation (gelu_pytorch_tanh), as Gemma 4 uses.
-inline float GeluTanh(float x) {
+LS_HOST_DEVICE inline float GeluTanh(float x) {
   const float kSqrt2OverPi = 0.7978845608028654f;
   return 0.5f * x * (1.0f + Tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x)));
 }

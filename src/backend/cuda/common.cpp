@@ -1,0 +1,21 @@
+// FailAt: the CUDA backend's CHECK failure path, formatted with vsnprintf.
+#include "backend/cuda/common.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+
+#include "core/check.h"
+
+namespace lockstep::backend::cuda {
+
+void FailAt(const char* file, int line, const char* format, ...) {
+  char msg[1024];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(msg, sizeof(msg), format, args);
+  va_end(args);
+  ::lockstep::detail::CheckFailed(file, line, "cuda", std::string(msg));
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,315 @@
+// CudaBackend: device memory, weight upload, and the op wrappers that check shapes and launch
+// the kernels (each kernel lives with its launcher in a .cu file of this folder).
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "backend/cuda/attention.h"
+#include "backend/cuda/common.h"
+#include "core/check.h"
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/moe.h"
+#include "backend/cuda/norm.h"
+#include "backend/cuda/rope.h"
+#include "backend/cuda/select.h"
+#include "core/half.h"
+#include "quant/quant.h"
+
+namespace lockstep::backend {
+
+using namespace cuda;
+
+namespace {
+
+cudaStream_t S(CUstream_st* s) { return s; }
+
+}  // namespace
+
+int CudaBackend::DeviceCount() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+Expected<std::unique_ptr<CudaBackend>> CudaBackend::Create(int device) {
+  const int n = DeviceCount();
+  if (n == 0) return Status::Error("cuda: no CUDA device (or no driver) on this machine");
+  if (device < 0 || device >= n)
+    return Status::Errorf("cuda: device {} requested, {} present", device, n);
+  if (cudaSetDevice(device) != cudaSuccess)
+    return Status::Errorf("cuda: cannot use device {}: {}", device,
+                          cudaGetErrorString(cudaGetLastError()));
+  return std::make_unique<CudaBackend>(device);
+}
+
+CudaBackend::CudaBackend(int device) : device_(device), scratch_(kScratchSlots) {
+  LS_CUDA_CHECK(cudaSetDevice(device));
+  cudaDeviceProp prop{};
+  LS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  device_name_ = prop.name;
+  cudaStream_t stream = nullptr;
+  LS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_ = stream;
+}
+
+CudaBackend::~CudaBackend() {
+  weights_.clear();
+  scratch_.clear();
+  if (stream_) cudaStreamDestroy(S(stream_));
+}
+
+void CudaBackend::Synchronize() { LS_CUDA_CHECK(cudaStreamSynchronize(S(stream_))); }
+
+std::shared_ptr<void> CudaBackend::Allocate(size_t bytes, const char* what) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 16));
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    CHECKF(false, "cuda: cannot allocate {:.1f} MiB for {} ({:.1f} MiB free of {:.1f} MiB): {}",
+           bytes / 1048576.0, what, free_b / 1048576.0, total_b / 1048576.0,
+           cudaGetErrorString(err));
+  }
+  // The stream may still use the memory when its last owner lets go: cudaFree waits for the
+  // device, so nothing is freed under a running kernel.
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+void* CudaBackend::Scratch(ScratchSlot slot, size_t bytes) {
+  ScratchBuffer& s = scratch_[static_cast<size_t>(slot)];
+  if (s.bytes < bytes) {
+    s.ptr.reset();
+    s.ptr = Allocate(bytes, "scratch");
+    s.bytes = bytes;
+  }
+  return s.ptr.get();
+}
+
+Tensor CudaBackend::NewTensor(int64_t rows, int64_t cols) {
+  CHECK(rows >= 0 && cols >= 0);
+  auto buf = Allocate(static_cast<size_t>(rows * cols) * sizeof(float), "a tensor");
+  return Wrap(buf, static_cast<float*>(buf.get()), rows, cols);
+}
+
+IntTensor CudaBackend::NewIntTensor(int64_t n) {
+  CHECK(n >= 0);
+  auto buf = Allocate(static_cast<size_t>(n) * sizeof(int32_t), "an id tensor");
+  LS_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, static_cast<size_t>(n) * sizeof(int32_t), S(stream_)));
+  return WrapInts(buf, static_cast<int32_t*>(buf.get()), n);
+}
+
+void CudaBackend::ToHost(const Tensor& t, std::vector<float>* out) {
+  out->resize(static_cast<size_t>(t.rows() * t.cols()));
+  LS_CUDA_CHECK(cudaMemcpyAsync(out->data(), t.data(), out->size() * sizeof(float),
+                                cudaMemcpyDeviceToHost, S(stream_)));
+  Synchronize();
+}
+
+void CudaBackend::FromHost(std::span<const float> src, Tensor* t) {
+  CHECK(static_cast<int64_t>(src.size()) == t->rows() * t->cols());
+  LS_CUDA_CHECK(cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice,
+                                S(stream_)));
+  Synchronize();  // the caller may reuse `src` at once
+}
+
+void CudaBackend::Upload(std::span<const int32_t> src, IntTensor* t) {
+  CHECKF(static_cast<int64_t>(src.size()) <= t->size(), "upload of {} ids into {}", src.size(),
+         t->size());
+  if (src.empty()) return;
+  LS_CUDA_CHECK(cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice,
+                                S(stream_)));
+  Synchronize();
+}
+
+void CudaBackend::Download(const IntTensor& t, std::span<int32_t> out) {
+  CHECK(static_cast<int64_t>(out.size()) <= t.size());
+  if (out.empty()) return;
+  LS_CUDA_CHECK(cudaMemcpyAsync(out.data(), t.data(), out.size_bytes(), cudaMemcpyDeviceToHost,
+                                S(stream_)));
+  Synchronize();
+}
+
+Weight CudaBackend::PrepareWeight(Weight host) {
+  Weight dev = host;
+  const int64_t k = host.ne.empty() ? 1 : host.ne[0];
+  const int64_t rows = host.n_rows();
+  const bool vector = rows == 1;
+  const bool native = HasNativeFormat(host.type) && k % 32 == 0;
+  std::vector<uint8_t> converted;
+  const void* src = host.data;
+  size_t bytes = host.row_bytes * static_cast<size_t>(rows);
+  if (vector || !native) {
+    // Vectors (norm weights, scales, frequency factors) are read as f32 by the kernels; a
+    // matrix of a type without a native kernel is expanded once to BF16.
+    const DType to = vector ? DType::F32 : DType::BF16;
+    CHECKF(quant::CanDequantize(host.type), "cuda: tensor {} has type {}, which lockstep cannot read",
+           host.name, Name(host.type));
+    if (!vector)
+      fmt::print(stderr, "cuda: {} ({}) has no native kernel; converted to BF16 at load\n",
+                 host.name, Name(host.type));
+    std::vector<float> row(static_cast<size_t>(k));
+    converted.resize(RowBytes(to, k) * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      quant::DequantizeRow(host.type, host.row(r), row.data(), k);
+      uint8_t* dst = converted.data() + RowBytes(to, k) * static_cast<size_t>(r);
+      if (to == DType::F32) {
+        std::memcpy(dst, row.data(), row.size() * sizeof(float));
+      } else {
+        for (int64_t i = 0; i < k; ++i) {
+          const uint16_t b = FloatToBF16(row[static_cast<size_t>(i)]);
+          std::memcpy(dst + 2 * i, &b, 2);
+        }
+      }
+    }
+    dev.type = to;
+    dev.row_bytes = RowBytes(to, k);
+    src = converted.data();
+    bytes = converted.size();
+  }
+  auto buf = Allocate(bytes, host.name.c_str());
+  LS_CUDA_CHECK(cudaMemcpy(buf.get(), src, bytes, cudaMemcpyHostToDevice));
+  dev.data = buf.get();
+  weights_.push_back(std::move(buf));
+  weight_bytes_ += bytes;
+  return dev;
+}
+
+std::shared_ptr<void> CudaBackend::NewBuffer(size_t bytes) {
+  auto buf = Allocate(bytes, "the KV cache");
+  LS_CUDA_CHECK(cudaMemset(buf.get(), 0, std::max<size_t>(bytes, 16)));
+  return buf;
+}
+
+void CudaBackend::CopyBytes(void* dst, const void* src, size_t bytes) {
+  LS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S(stream_)));
+}
+
+void CudaBackend::GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
+                          Tensor* y) {
+  CHECK(y->rows() == static_cast<int64_t>(ids.size()) && y->cols() == table.ne[0]);
+  LaunchGetRows(table.type, table.data, static_cast<int64_t>(table.row_bytes), table.ne[0],
+                ids.data(), y->rows(), scale, y->data(), S(stream_));
+}
+
+void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
+  CHECKF(x.cols() == w.ne[0] && y->cols() == w.n_rows() && y->rows() == x.rows(),
+         "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, x.rows(), x.cols(),
+         y->rows(), y->cols(), w.ne[0]);
+  LaunchMatMul(w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], y->cols(), x.data(),
+               x.rows(), y->data(), S(stream_));
+}
+
+void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
+                             int64_t ids_per_row, Tensor* y) {
+  CHECK(x.cols() == w.ne[0] && y->cols() == ids_per_row && y->rows() == x.rows());
+  CHECK(static_cast<int64_t>(ids.size()) >= x.rows() * ids_per_row);
+  LaunchGatheredMatMul({w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], ids_per_row,
+                        x.data(), 1, ids.data(), nullptr, 0, x.rows(), y->data()},
+                       S(stream_));
+}
+
+void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
+                          float extra_scale, Tensor* y) {
+  CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
+  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == group, "norm weight {}", w->name);
+  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, group,
+                extra_scale, x.rows(), x.cols(), y->data(), S(stream_));
+}
+
+void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot,
+                       float base, const Weight* freq_factors) {
+  CHECK(static_cast<int64_t>(pos.size()) == x->rows());
+  if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
+  LaunchRope(x->data(), pos.data(), x->rows(), x->cols(), head_dim, n_rot, base,
+             freq_factors ? static_cast<const float*>(freq_factors->data) : nullptr, S(stream_));
+}
+
+void CudaBackend::Add(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && a.cols() == b.cols() && y->rows() == a.rows());
+  LaunchBinary(Binary::kAdd, a.data(), b.data(), y->data(), a.rows() * a.cols(), S(stream_));
+}
+
+void CudaBackend::Mul(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && a.cols() == b.cols());
+  LaunchBinary(Binary::kMul, a.data(), b.data(), y->data(), a.rows() * a.cols(), S(stream_));
+}
+
+void CudaBackend::Scale(const Tensor& a, float s, Tensor* y) {
+  LaunchScale(a.data(), s, nullptr, y->data(), a.rows() * a.cols(), S(stream_));
+}
+
+void CudaBackend::ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) {
+  CHECK(s.ne[0] == 1 && s.type == DType::F32);
+  LaunchScale(a.data(), 1.0f, static_cast<const float*>(s.data), y->data(), a.rows() * a.cols(),
+              S(stream_));
+}
+
+void CudaBackend::GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
+                          int64_t width, Tensor* y) {
+  CHECK(y->cols() == width && gate.rows() == up.rows() && y->rows() == gate.rows());
+  LaunchGeluMul(gate.data(), gate.cols(), gate_col, up.data(), up.cols(), up_col, width,
+                gate.rows(), y->data(), S(stream_));
+}
+
+void CudaBackend::Gelu(const Tensor& x, Tensor* y) {
+  CHECK(y->rows() == x.rows() && y->cols() == x.cols());
+  LaunchUnary(Unary::kGelu, x.data(), 0.0f, y->data(), x.rows() * x.cols(), S(stream_));
+}
+
+void CudaBackend::Softcap(const Tensor& x, float c, Tensor* y) {
+  CHECK(y->rows() == x.rows() && y->cols() == x.cols());
+  LaunchUnary(Unary::kSoftcap, x.data(), c, y->data(), x.rows() * x.cols(), S(stream_));
+}
+
+void CudaBackend::CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) {
+  CHECK(col + width <= x.cols() && y->cols() == width && y->rows() == x.rows());
+  LaunchCopy2D(x.data() + col, x.cols(), y->data(), width, x.rows(), width, S(stream_));
+}
+
+void CudaBackend::GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) {
+  CHECK(y->rows() == static_cast<int64_t>(rows.size()) && y->cols() == x.cols());
+  LaunchCopyRows(x.data(), rows.data(), y->data(), nullptr, y->rows(), x.cols(), S(stream_));
+}
+
+void CudaBackend::CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
+                           std::span<const int32_t> dst) {
+  CHECK(src.size() == dst.size() && y->cols() == x.cols());
+  LaunchCopyRows(x.data(), src.data(), y->data(), dst.data(), static_cast<int64_t>(src.size()),
+                 x.cols(), S(stream_));
+}
+
+void CudaBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
+  CHECK(a.rows() == b.rows() && y->cols() == a.cols() + b.cols() && y->rows() == a.rows());
+  LaunchCopy2D(a.data(), a.cols(), y->data(), y->cols(), a.rows(), a.cols(), S(stream_));
+  LaunchCopy2D(b.data(), b.cols(), y->data() + a.cols(), y->cols(), b.rows(), b.cols(),
+               S(stream_));
+}
+
+void CudaBackend::KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
+                          const RowInfo& rows) {
+  CHECK(kv.k && kv.v && k.cols() == kv.k_width && v.cols() == kv.v_width);
+  CHECK(static_cast<int64_t>(rows.pos.size()) == k.rows());
+  LaunchKvWrite(kv, k.data(), v.data(), rows.pos.data(), rows.seq.data(), k.rows(), S(stream_));
+}
+
+void CudaBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, int n_head_kv,
+                            int head_dim, int window, bool include_self, const RowInfo& rows,
+                            Tensor* out) {
+  CHECK(kv.k && kv.v && q.cols() == static_cast<int64_t>(n_head) * head_dim);
+  CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
+  CHECK(out->cols() == q.cols() && static_cast<int64_t>(rows.pos.size()) == q.rows());
+  LaunchAttention(q.data(), kv, n_head, n_head_kv, head_dim, window, include_self,
+                  rows.pos.data(), rows.seq.data(), q.rows(), out->data(), S(stream_));
+}
+
+}  // namespace lockstep::backend

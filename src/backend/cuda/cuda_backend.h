@@ -1,0 +1,96 @@
+// The CUDA backend: tensors, weights (in their GGUF block formats) and the KV cache in device
+// memory, one stream, batch-invariant kernels (docs/kernels.md states the contract).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/status.h"
+
+struct CUstream_st;
+
+namespace lockstep::backend {
+
+class CudaBackend : public Backend {
+ public:
+  // The device `device` (0: the first); an error when there is none or it cannot be used.
+  static Expected<std::unique_ptr<CudaBackend>> Create(int device = 0);
+  // Uses `device`, which must exist (Create checks that first).
+  explicit CudaBackend(int device);
+  ~CudaBackend() override;
+  // Number of CUDA devices this process can use (0 without a driver or a GPU).
+  static int DeviceCount();
+
+  std::string name() const override { return "cuda"; }
+  int threads() const override { return 1; }
+  const std::string& device_name() const { return device_name_; }
+
+  Tensor NewTensor(int64_t rows, int64_t cols) override;
+  IntTensor NewIntTensor(int64_t n) override;
+  void ToHost(const Tensor& t, std::vector<float>* out) override;
+  void FromHost(std::span<const float> src, Tensor* t) override;
+  void Upload(std::span<const int32_t> src, IntTensor* t) override;
+  void Download(const IntTensor& t, std::span<int32_t> out) override;
+  Weight PrepareWeight(Weight host_view) override;
+  std::shared_ptr<void> NewBuffer(size_t bytes) override;
+  void CopyBytes(void* dst, const void* src, size_t bytes) override;
+
+  void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
+  void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
+  void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
+                  int64_t ids_per_row, Tensor* y) override;
+  void RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group, float extra_scale,
+               Tensor* y) override;
+  void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+            const Weight* freq_factors) override;
+  void Add(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) override;
+  void Scale(const Tensor& a, float s, Tensor* y) override;
+  void Mul(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
+               int64_t width, Tensor* y) override;
+  void Gelu(const Tensor& x, Tensor* y) override;
+  void Softcap(const Tensor& x, float c, Tensor* y) override;
+  void CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) override;
+  void GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) override;
+  void CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
+                std::span<const int32_t> dst) override;
+  void Concat(const Tensor& a, const Tensor& b, Tensor* y) override;
+  void KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
+               const RowInfo& rows) override;
+  void Attention(const Tensor& q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
+                 int window, bool include_self, const RowInfo& rows, Tensor* out) override;
+  void SelectTokens(const Tensor& logits, std::span<const SampleRow> rows, IntTensor* ids) override;
+  void MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate, const Weight* up,
+              const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
+
+  // Waits for every queued kernel (tests and benches; ops never need it).
+  void Synchronize();
+  // Device memory held by weights uploaded so far.
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  std::shared_ptr<void> Allocate(size_t bytes, const char* what);
+  // Grow-only device scratch (MoE intermediates, selection indices); reused every step.
+  enum ScratchSlot : int { kMoeExperts, kMoeWeights, kMoeHidden, kMoeAct, kMoeOut, kSelectIdx,
+                           kScratchSlots };
+  void* Scratch(ScratchSlot slot, size_t bytes);
+
+  int device_;
+  CUstream_st* stream_ = nullptr;
+  std::string device_name_;
+  std::vector<std::shared_ptr<void>> weights_;  // device copies of prepared weights
+  size_t weight_bytes_ = 0;
+  struct ScratchBuffer {
+    std::shared_ptr<void> ptr;
+    size_t bytes = 0;
+  };
+  std::vector<ScratchBuffer> scratch_;
+  // Host staging of SelectTokens (grown once, reused).
+  std::vector<int32_t> greedy_rows_, greedy_out_, sampled_ids_;
+  std::vector<float> sample_logits_;
+};
+
+}  // namespace lockstep::backend

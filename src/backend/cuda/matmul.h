@@ -1,0 +1,43 @@
+// Launchers of the matmul kernels: y = x · Wᵀ for weights in their GGUF block formats.
+// Contract: output element (r, j) is the sum of 32 per-lane partial sums combined by one fixed
+// butterfly; lane l accumulates chunks l, l + 32, ... of the row in ascending order. Nothing in
+// that order depends on how many rows, tasks or columns a launch carries.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace lockstep::backend::cuda {
+
+// True when the matmul and get-rows kernels read `t` natively.
+bool HasNativeFormat(DType t);
+
+// y[r][j] = dot(x[r], w row j), r < rows, j < n_out; x is [rows, k] (k a multiple of 32).
+void LaunchMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                  const float* x, int64_t rows, float* y, cudaStream_t stream);
+
+// Tasks with their own weight rows: task t reads x row t / x_div and writes n_out outputs
+// y[t][j] = dot(x[t / x_div], w row R(t, j)) with
+//   R(t, j) = (experts ? experts[t] * rows_per_expert : 0) + (ids ? ids[t * n_out + j] : j).
+struct GatheredMatMul {
+  DType type;
+  const void* w;
+  int64_t row_bytes, k, n_out;
+  const float* x;
+  int64_t x_div;
+  const int32_t* ids;      // device, [tasks, n_out], or null
+  const int32_t* experts;  // device, [tasks], or null
+  int64_t rows_per_expert;
+  int64_t tasks;
+  float* y;  // [tasks, n_out]
+};
+void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream);
+
+// y[r] = dequant(table row ids[r]) * scale, r < rows; the table has `k` columns.
+void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k,
+                   const int32_t* ids, int64_t rows, float scale, float* y, cudaStream_t stream);
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,42 @@
+// RMSNorm: one warp per (row, group); the sum of squares is a per-lane fmaf chain over
+// elements lane, lane + 32, ... and the fixed butterfly, the same for any number of rows.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/norm.h"
+
+namespace lockstep::backend::cuda {
+namespace {
+
+constexpr int kWarpsPerBlock = 8;
+
+__global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t group,
+                              float extra_scale, int64_t items, float* y) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (item >= items) return;
+  const float* xg = x + item * group;
+  float* yg = y + item * group;
+  float ss = 0.0f;
+  for (int64_t i = lane; i < group; i += kWarp) ss = fmaf(xg[i], xg[i], ss);
+  ss = WarpSum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
+  for (int64_t i = lane; i < group; i += kWarp) {
+    float v = xg[i] * inv;
+    if (w) v *= w[i];
+    yg[i] = v * extra_scale;
+  }
+}
+
+}  // namespace
+
+void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, float extra_scale,
+                   int64_t rows, int64_t cols, float* y, cudaStream_t stream) {
+  LS_CUDA_REQUIRE(group > 0 && cols % group == 0, "cuda rms_norm: group %lld of %lld columns",
+                  static_cast<long long>(group), static_cast<long long>(cols));
+  const int64_t items = rows * (cols / group);
+  if (items == 0) return;
+  RmsNormKernel<<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
+      x, w, eps, group, extra_scale, items, y);
+  LS_CUDA_LAUNCHED();
+}
+
+}  // namespace lockstep::backend::cuda
