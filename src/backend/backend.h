@@ -12,6 +12,7 @@
 #include "backend/kv_view.h"
 #include "core/check.h"
 #include "core/dtype.h"
+#include "core/function_ref.h"
 #include "sample/sampler.h"
 
 namespace lockstep::backend {
@@ -78,11 +79,21 @@ struct SampleRow {
   int64_t position = 0;  // absolute position of the token being chosen
 };
 
+// A store of captured op sequences (CUDA graphs), owned by the workspace whose buffers they
+// name, so that no capture outlives the addresses it replays. Backends that capture nothing
+// return none.
+class Replays {
+ public:
+  virtual ~Replays() = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
   virtual int threads() const = 0;
+  // The accelerator's name for run identities (empty: the host CPU runs the ops).
+  virtual std::string device_name() const { return {}; }
 
   // Memory. Contents of a new tensor are unspecified. Allocation happens when a model, a cache
   // or an engine is set up, never inside a step.
@@ -100,6 +111,18 @@ class Backend {
   virtual std::shared_ptr<void> NewBuffer(size_t bytes) = 0;
   // Copies bytes between two buffers of backend memory (copy-on-write of cache blocks).
   virtual void CopyBytes(void* dst, const void* src, size_t bytes) = 0;
+
+  // Replayable steps. `record` queues the ops of one forward pass whose launch shapes and buffer
+  // addresses are all fixed by `key` within `replays` (0: never replayed). A device backend may
+  // capture them the second time it sees a key and from then on replay the capture instead of
+  // calling `record` (same kernels, same arguments: the same bits). So `record` must only queue
+  // ops: no uploads, downloads, allocations or host-side results. The CPU calls `record`.
+  virtual std::unique_ptr<Replays> NewReplays() { return nullptr; }
+  virtual void RunReplayable(Replays* replays, uint64_t key, FunctionRef<void()> record) {
+    (void)replays;
+    (void)key;
+    record();
+  }
 
   // y[r] = table[ids[r]] * scale, rows dequantized to f32.
   virtual void GetRows(const Weight& table, std::span<const int32_t> ids, float scale,

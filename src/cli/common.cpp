@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/sha256.h"
 #include "core/version.h"
@@ -71,6 +73,16 @@ std::string CpuName() {
 }
 }  // namespace
 
+Expected<std::unique_ptr<backend::Backend>> CreateBackend(std::string device, int threads) {
+  const std::vector<std::string> have = backend::Available();
+  if (device == "auto")
+    device = std::find(have.begin(), have.end(), "cuda") != have.end() ? "cuda" : "cpu";
+  auto be = backend::Create(device, threads);
+  if (!be)
+    return Status::Errorf("--device {}: not available (have: {})", device, fmt::join(have, ", "));
+  return be;
+}
+
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
                             std::span<const int32_t> output_ids) {
   nlohmann::json j = {
@@ -83,7 +95,7 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
       {"backend", r.backend},
       {"kernels", std::string(quant::IsaName(quant::CpuIsa()))},
       {"threads", r.threads},
-      {"device", CpuName()},
+      {"device", r.device.empty() ? CpuName() : r.device},
       {"output_sha256", IdsSha256(output_ids)},
   };
   if (!r.draft_path.empty()) {

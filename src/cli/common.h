@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/status.h"
 #include "engine/generate.h"
@@ -24,6 +25,9 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::s
 // models/lockstep-code-<role>.gguf, looked up next to the working directory, then relative to
 // the executable's source checkout.
 std::string DefaultModelPath(const std::string& role);
+// The backend --device names: "auto" is cuda when a CUDA device is present, else cpu; an error
+// naming the backends this build and machine have when the named one is not among them.
+Expected<std::unique_ptr<backend::Backend>> CreateBackend(std::string device, int threads);
 
 // The identity of a run: what produced an output, so two runs can be diffed field by field.
 struct RunRecord {
@@ -33,6 +37,7 @@ struct RunRecord {
   std::string backend;
   int threads = 1;
   bool hash_files = true;  // false (--no-hash): model hashes are reported as "not computed"
+  std::string device;      // the backend's accelerator; empty: the host CPU
 };
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
                             std::span<const int32_t> output_ids);

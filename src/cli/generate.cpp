@@ -180,19 +180,14 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
 }
 
 int Run(Args a) {
-  if (a.device == "auto") {
-    const auto have = backend::Available();
-    a.device = std::find(have.begin(), have.end(), "cuda") != have.end() ? "cuda" : "cpu";
-  }
-  if (a.gpu_layers >= 0 && a.device == "cpu")
+  auto created = CreateBackend(a.device, a.threads);
+  if (!created.ok()) return Fail(created.status());
+  std::unique_ptr<backend::Backend> be = std::move(*created);
+  if (a.gpu_layers >= 0 && be->name() == "cpu")
     std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
                  a.gpu_layers);
   a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
   const std::string model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
-  auto be = backend::Create(a.device, a.threads);
-  if (!be)
-    return Fail(Status::Errorf("--device {}: not available (have: {})", a.device,
-                               fmt::join(backend::Available(), ", ")));
   auto target = model::Model::Load(model_path, *be);
   if (!target.ok()) return Fail(target.status());
   auto loaded_tok = ModelTokenizer(**target);
@@ -223,7 +218,8 @@ int Run(Args a) {
   if (a.ctx > n_train)
     std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
                  n_train);
-  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads(), !a.no_hash};
+  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads(), !a.no_hash,
+                be->device_name()};
   if (!a.prompts_file.empty()) return RunMany(a, **target, proposer.get(), tok.get(), rec, opt);
 
   auto prompt = PromptTokens(a, tok.get());

@@ -27,7 +27,7 @@ using nlohmann::json;
 
 // Options shared by the commands that read a model and a stream.
 struct Common {
-  std::string model;
+  std::string model, device = "cpu";
   int threads = 2;
   bool json = false;
   // Stream inputs: files, inline ids or text; context: ids or text.
@@ -41,6 +41,8 @@ void AddModel(CLI::App* app, Common& c) {
   app->add_option("-m,--model", c.model, "target model GGUF (default: the embedded default model)");
   app->add_option("-t,--threads", c.threads, "CPU threads (never changes results)")
       ->check(CLI::Range(1, 256));
+  app->add_option("--device", c.device,
+                  "backend: cpu (default), cuda, or auto (cuda when a GPU is present)");
   app->add_flag("--json", c.json,
                 "print one JSON object (with the run identity) instead of tables");
 }
@@ -76,7 +78,7 @@ struct Loaded {
 Expected<Loaded> LoadTarget(const Common& c) {
   Loaded l;
   l.path = c.model.empty() ? DefaultModelPath("target") : c.model;
-  l.be = backend::Create("cpu", c.threads);
+  LS_ASSIGN_OR_RETURN(l.be, CreateBackend(c.device, c.threads));
   LS_ASSIGN_OR_RETURN(l.model, model::Model::Load(l.path, *l.be));
   LS_ASSIGN_OR_RETURN(l.tok, ModelTokenizer(*l.model));
   return l;
@@ -137,6 +139,7 @@ int Logprobs(const Common& c, bool only_ties) {
   j["stream"] = {
       {"source", s.source}, {"n_context", s.prompt.size()}, {"n_tokens", s.tokens.size()}};
   RunRecord rec{"lab logprobs", l->path, "", l->be->name(), l->be->threads()};
+  rec.device = l->be->device_name();
   j["identity"] = IdentityJson(
       rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}, {"context_tokens", s.prompt}},
       all);
@@ -225,6 +228,7 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
     }
   json j = lab::AcceptJson(cells);
   RunRecord rec{"lab accept", l->path, drafts.front(), l->be->name(), l->be->threads()};
+  rec.device = l->be->device_name();
   json settings = {
       {"draft_max", draft_max}, {"draft_p_min", p_min}, {"segment", segment}, {"drafts", drafts}};
   for (const auto& s : *streams) {
@@ -298,6 +302,7 @@ int Probe(const Common& c, const ProbeArgs& p) {
   std::vector<int32_t> ref;
   if (!modes->empty() && !modes->front().runs.empty()) ref = modes->front().runs.front().tokens;
   RunRecord rec{"lab probe", l->path, p.draft, l->be->name(), c.threads};
+  rec.device = l->be->device_name();
   j["identity"] = IdentityJson(rec,
                                {{"n_predict", p.n_predict},
                                 {"width", p.width},

@@ -284,6 +284,28 @@ bool KvCache::has_layer(int layer) const {
          storage_[static_cast<size_t>(layer)].k != nullptr;
 }
 
+void KvCache::SyncTable() const {
+  if (!table_dirty_) return;
+  be_.Upload(table_, &table_dev_);
+  table_dirty_ = false;
+}
+
+uint64_t KvCache::AddressKey() const {
+  // FNV-1a over the addresses and the few values that shape every view.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (const Storage& s : storage_) {
+    mix(reinterpret_cast<uintptr_t>(s.k.get()));
+    mix(reinterpret_cast<uintptr_t>(s.v.get()));
+  }
+  mix(reinterpret_cast<uintptr_t>(table_dev_.data()));
+  mix(static_cast<uint64_t>(config_.n_seq_max));
+  mix(static_cast<uint64_t>(config_.n_ctx));
+  mix(static_cast<uint64_t>(ring_));
+  mix(static_cast<uint64_t>(stride_));
+  return h;
+}
+
 backend::KvLayerView KvCache::View(int layer) const {
   CHECKF(has_layer(layer), "kv cache: layer {} has no cache", layer);
   const LayerShape& l = config_.layers[static_cast<size_t>(layer)];
@@ -298,10 +320,7 @@ backend::KvLayerView KvCache::View(int layer) const {
     v.ring = ring_;
   } else {
     v.block = config_.block;
-    if (table_dirty_) {
-      be_.Upload(table_, &table_dev_);
-      table_dirty_ = false;
-    }
+    SyncTable();
     v.table = table_dev_.data();
     v.table_stride = stride_;
   }

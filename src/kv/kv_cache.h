@@ -64,6 +64,12 @@ class KvCache {
   Status SharePrefix(int dst, int src, int n_pos);
 
   backend::KvLayerView View(int layer) const;
+  // Uploads the block table if it changed, so that View() queues no copy (a replayable forward
+  // calls this first: a capture must not contain the upload).
+  void SyncTable() const;
+  // A hash of every device address View() can return (storage, table) and the shapes they are
+  // read with: equal keys mean a captured forward may be replayed on this cache.
+  uint64_t AddressKey() const;
   bool has_layer(int layer) const;
   int n_seq() const { return config_.n_seq_max; }
   int n_ctx() const { return config_.n_ctx; }

@@ -165,28 +165,42 @@ Tensor PerLayerInputs(LayerCtx& ctx, std::span<const int32_t> tokens, const Tens
   return inp;
 }
 
-void OutputHead(LayerCtx& ctx, const Tensor& x, const StepInputs& in, StepOutputs* out) {
+// The step's outputs: views of the workspace fixed by the output-row count (none for a prefill
+// chunk that does not end its prompt).
+void OutputViews(const Activations& a, const ModelConfig& c, const StepInputs& in,
+                 StepOutputs* out) {
+  out->n_out = in.n_out;
+  out->hidden = in.n_out == 0 ? Tensor() : a.out_hidden.View(in.n_out, c.n_embd);
+  out->logits = in.n_out == 0 ? Tensor() : a.logits.View(in.n_out, c.n_vocab);
+}
+
+void OutputHead(LayerCtx& ctx, const Tensor& x, const StepInputs& in, const StepOutputs& out) {
   auto& be = ctx.be;
   Activations& a = ctx.act;
   const int64_t d = ctx.c.n_embd;
-  out->n_out = in.n_out;
   Tensor norm = ctx.View(a.result_norm, d);
   be.RmsNorm(x, &ctx.w.output_norm, ctx.c.rms_eps, d, 1.0f, &norm);
   ctx.Emit(-1, "result_norm", norm);
-  if (in.n_out == 0) {  // a prefill chunk that does not end its prompt
-    out->logits = Tensor();
-    out->hidden = Tensor();
-    return;
-  }
-  Tensor hidden = a.out_hidden.View(in.n_out, d);
+  if (in.n_out == 0) return;
+  Tensor hidden = out.hidden, logits = out.logits;
   be.GatherRows(norm, in.out_rows.first(in.n_out), &hidden);
-  Tensor logits = a.logits.View(in.n_out, ctx.c.n_vocab);
   be.MatMul(ctx.c.tied_output ? ctx.w.token_embd : ctx.w.output, hidden, &logits);
   if (ctx.c.final_softcap > 0.0f) be.Softcap(logits, ctx.c.final_softcap, &logits);
   if (ctx.obs) (*ctx.obs)("result_output", logits);
-  out->logits = logits;
-  out->hidden = hidden;
 }
+
+namespace {
+
+// What fixes every launch of a forward pass: the row and output counts and the cache's
+// addresses (the workspace owns the replays, so its own addresses are fixed).
+uint64_t StepKey(const StepInputs& in, const kv::KvCache& kv) {
+  uint64_t h = kv.AddressKey();
+  h = (h ^ static_cast<uint64_t>(in.n_rows)) * 1099511628211ull;
+  h = (h ^ (static_cast<uint64_t>(in.n_out) << 32)) * 1099511628211ull;
+  return h == 0 ? 1 : h;  // 0 means "never replay"
+}
+
+}  // namespace
 
 // Makes each sequence's written positions [lowest, highest + 1) writable before any layer
 // writes them.
@@ -228,25 +242,31 @@ Status Model::Forward(const Batch& batch, kv::KvCache& kv, Workspace& ws, StepOu
   LS_RETURN_IF_ERROR(CheckBatch(batch, config_, kv));
   LS_RETURN_IF_ERROR(PrepareRows(batch, kv));
   ws.Upload(batch);
+  kv.SyncTable();  // every upload before the replayable part
   const StepInputs& in = ws.in;
   Activations& a = ws.act;
   const int n = in.n_rows;
   LayerCtx ctx{*backend_, config_, weights_, a, in.rows(), obs, n};
   auto& be = *backend_;
-  Tensor x = ctx.View(a.inp_embd, config_.n_embd);
-  const auto tokens = in.tokens.first(n);
-  be.GetRows(weights_.token_embd, tokens, std::sqrt(static_cast<float>(config_.n_embd)), &x);
-  ctx.Emit(-1, "inp_embd", x);
-  Tensor per_layer;
-  if (config_.n_embd_per_layer > 0) per_layer = PerLayerInputs(ctx, tokens, x);
-  for (int il = 0; il < config_.n_layer; ++il) {
-    const LayerConfig& l = config_.layers[il];
-    LayerKv lkv{&kv, l.kv_source, l.has_kv, true};
-    Tensor y = ctx.View(a.layer_io[il % 2], config_.n_embd);
-    DecoderLayer(ctx, il, x, lkv, per_layer.empty() ? nullptr : &per_layer, &y);
-    x = y;
-  }
-  OutputHead(ctx, x, in, out);
+  OutputViews(a, config_, in, out);
+  // Observed passes report tensors to the host as they go: those are never replayed.
+  const uint64_t key = obs ? 0 : StepKey(in, kv);
+  be.RunReplayable(ws.replays.get(), key, [&] {
+    Tensor x = ctx.View(a.inp_embd, config_.n_embd);
+    const auto tokens = in.tokens.first(n);
+    be.GetRows(weights_.token_embd, tokens, std::sqrt(static_cast<float>(config_.n_embd)), &x);
+    ctx.Emit(-1, "inp_embd", x);
+    Tensor per_layer;
+    if (config_.n_embd_per_layer > 0) per_layer = PerLayerInputs(ctx, tokens, x);
+    for (int il = 0; il < config_.n_layer; ++il) {
+      const LayerConfig& l = config_.layers[il];
+      LayerKv lkv{&kv, l.kv_source, l.has_kv, true};
+      Tensor y = ctx.View(a.layer_io[il % 2], config_.n_embd);
+      DecoderLayer(ctx, il, x, lkv, per_layer.empty() ? nullptr : &per_layer, &y);
+      x = y;
+    }
+    OutputHead(ctx, x, in, *out);
+  });
   return Status::Ok();
 }
 

@@ -45,7 +45,12 @@ struct LayerKv {
 // One decoder layer from `x` into `out` (distinct buffers).
 void DecoderLayer(LayerCtx& ctx, int il, const backend::Tensor& x, const LayerKv& kv,
                   const backend::Tensor* per_layer, backend::Tensor* out);
-// Final norm of every row, then the output rows' hidden states and logits (softcapped).
-void OutputHead(LayerCtx& ctx, const backend::Tensor& x, const StepInputs& in, StepOutputs* out);
+// Sets `out` to the workspace views the output head fills (by the output-row count).
+void OutputViews(const Activations& a, const ModelConfig& c, const StepInputs& in,
+                 StepOutputs* out);
+// Final norm of every row, then the output rows' hidden states and logits (softcapped) into the
+// views OutputViews set.
+void OutputHead(LayerCtx& ctx, const backend::Tensor& x, const StepInputs& in,
+                const StepOutputs& out);
 
 }  // namespace lockstep::model

@@ -75,6 +75,7 @@ Workspace::Workspace(backend::Backend& be, const ModelConfig& c, int max_rows, i
   in.pos = be.NewIntTensor(R);
   in.seq = be.NewIntTensor(R);
   in.out_rows = be.NewIntTensor(max_out);
+  replays = be.NewReplays();
 }
 
 void Workspace::Upload(const Batch& batch) {

@@ -46,6 +46,8 @@ class Workspace {
 
   Activations act;
   StepInputs in;
+  // Captured forward passes over these buffers (CUDA graphs), keyed by step shape.
+  std::unique_ptr<backend::Replays> replays;
   // Host scratch for work that still runs on the host (the centroid head's top-k); reused, so
   // it stops allocating once it has grown to the step's size.
   std::vector<float> host_floats, host_logits;

@@ -29,6 +29,9 @@ namespace {
 
 cudaStream_t S(CUstream_st* s) { return s; }
 
+// Pinned staging for step inputs: far more than one step uploads (ids, positions, block tables).
+constexpr size_t kStagingBytes = size_t{4} << 20;
+
 }  // namespace
 
 int CudaBackend::DeviceCount() {
@@ -59,6 +62,9 @@ CudaBackend::CudaBackend(int device) : device_(device), scratch_(kScratchSlots) 
   cudaStream_t stream = nullptr;
   LS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   stream_ = stream;
+  void* staging = nullptr;
+  LS_CUDA_CHECK(cudaMallocHost(&staging, kStagingBytes));
+  staging_ = std::shared_ptr<void>(staging, [](void* p) { cudaFreeHost(p); });
 }
 
 CudaBackend::~CudaBackend() {
@@ -67,9 +73,28 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamDestroy(S(stream_));
 }
 
-void CudaBackend::Synchronize() { LS_CUDA_CHECK(cudaStreamSynchronize(S(stream_))); }
+void CudaBackend::Synchronize() {
+  CHECKF(!capturing_, "cuda: a synchronization inside a replayable step");
+  LS_CUDA_CHECK(cudaStreamSynchronize(S(stream_)));
+  staging_used_ = 0;  // every staged copy has landed
+}
+
+void CudaBackend::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  CHECKF(!capturing_, "cuda: an upload inside a replayable step (it would replay stale bytes)");
+  if (bytes > kStagingBytes) {  // larger than the staging buffer: copy and wait
+    LS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, S(stream_)));
+    Synchronize();
+    return;
+  }
+  if (staging_used_ + bytes > kStagingBytes) Synchronize();
+  uint8_t* stage = static_cast<uint8_t*>(staging_.get()) + staging_used_;
+  std::memcpy(stage, src, bytes);
+  LS_CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, S(stream_)));
+  staging_used_ += (bytes + 15) & ~size_t{15};
+}
 
 std::shared_ptr<void> CudaBackend::Allocate(size_t bytes, const char* what) {
+  CHECKF(!capturing_, "cuda: allocation of {} inside a replayable step", what);
   void* p = nullptr;
   const cudaError_t err = cudaMalloc(&p, std::max<size_t>(bytes, 16));
   if (err != cudaSuccess) {
@@ -91,6 +116,7 @@ void* CudaBackend::Scratch(ScratchSlot slot, size_t bytes) {
     s.ptr.reset();
     s.ptr = Allocate(bytes, "scratch");
     s.bytes = bytes;
+    ++scratch_generation_;  // captures naming the old buffer are stale
   }
   return s.ptr.get();
 }
@@ -126,9 +152,7 @@ void CudaBackend::Upload(std::span<const int32_t> src, IntTensor* t) {
   CHECKF(static_cast<int64_t>(src.size()) <= t->size(), "upload of {} ids into {}", src.size(),
          t->size());
   if (src.empty()) return;
-  LS_CUDA_CHECK(cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice,
-                                S(stream_)));
-  Synchronize();
+  CopyToDevice(t->data(), src.data(), src.size_bytes());
 }
 
 void CudaBackend::Download(const IntTensor& t, std::span<int32_t> out) {
@@ -144,7 +168,10 @@ Weight CudaBackend::PrepareWeight(Weight host) {
   const int64_t k = host.ne.empty() ? 1 : host.ne[0];
   const int64_t rows = host.n_rows();
   const bool vector = rows == 1;
-  const bool native = HasNativeFormat(host.type) && k % 32 == 0;
+  // Float rows of any length have kernels; block formats always hold whole 32-element chunks.
+  const bool is_float = host.type == DType::F32 || host.type == DType::F16 ||
+                        host.type == DType::BF16;
+  const bool native = HasNativeFormat(host.type) && (k % 32 == 0 || is_float);
   std::vector<uint8_t> converted;
   const void* src = host.data;
   size_t bytes = host.row_bytes * static_cast<size_t>(rows);

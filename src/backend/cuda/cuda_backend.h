@@ -25,7 +25,7 @@ class CudaBackend : public Backend {
 
   std::string name() const override { return "cuda"; }
   int threads() const override { return 1; }
-  const std::string& device_name() const { return device_name_; }
+  std::string device_name() const override { return device_name_; }
 
   Tensor NewTensor(int64_t rows, int64_t cols) override;
   IntTensor NewIntTensor(int64_t n) override;
@@ -36,6 +36,11 @@ class CudaBackend : public Backend {
   Weight PrepareWeight(Weight host_view) override;
   std::shared_ptr<void> NewBuffer(size_t bytes) override;
   void CopyBytes(void* dst, const void* src, size_t bytes) override;
+  // CUDA graphs: a key's ops run plainly the first time (sizing scratch buffers), are captured
+  // the second time and replayed from then on; a capture is redone when a scratch buffer it
+  // names has been reallocated since.
+  std::unique_ptr<Replays> NewReplays() override;
+  void RunReplayable(Replays* replays, uint64_t key, FunctionRef<void()> record) override;
 
   void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
   void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
@@ -68,6 +73,8 @@ class CudaBackend : public Backend {
 
   // Waits for every queued kernel (tests and benches; ops never need it).
   void Synchronize();
+  // Steps replayed from a capture so far (tests and benches check that replays happen).
+  int64_t replays_launched() const { return replays_launched_; }
   // Device memory held by weights uploaded so far.
   size_t weight_bytes() const { return weight_bytes_; }
 
@@ -77,6 +84,10 @@ class CudaBackend : public Backend {
   enum ScratchSlot : int { kMoeExperts, kMoeWeights, kMoeHidden, kMoeAct, kMoeOut, kSelectIdx,
                            kScratchSlots };
   void* Scratch(ScratchSlot slot, size_t bytes);
+  // Queues a host-to-device copy without waiting for the device: `src` is first copied into
+  // pinned staging memory, which is reused after the next synchronization (every copy queued
+  // before it has landed by then). So a step's inputs cost no host round trip.
+  void CopyToDevice(void* dst, const void* src, size_t bytes);
 
   int device_;
   CUstream_st* stream_ = nullptr;
@@ -88,6 +99,11 @@ class CudaBackend : public Backend {
     size_t bytes = 0;
   };
   std::vector<ScratchBuffer> scratch_;
+  std::shared_ptr<void> staging_;  // pinned host memory of kStagingBytes
+  size_t staging_used_ = 0;        // bytes queued since the last synchronization
+  bool capturing_ = false;         // inside RunReplayable's capture: only kernels may be queued
+  uint64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
+  int64_t replays_launched_ = 0;
   // Host staging of SelectTokens (grown once, reused).
   std::vector<int32_t> greedy_rows_, greedy_out_, sampled_ids_;
   std::vector<float> sample_logits_;

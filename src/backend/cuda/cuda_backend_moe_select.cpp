@@ -69,11 +69,8 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
   if (n_greedy > 0) {
     // Row list uploaded once (it is also the output index: greedy row r writes ids[r]).
     auto* idx = static_cast<int32_t*>(Scratch(kSelectIdx, n_greedy * sizeof(int32_t)));
-    LS_CUDA_CHECK(cudaMemcpyAsync(idx, greedy_rows_.data(), n_greedy * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream_));
+    CopyToDevice(idx, greedy_rows_.data(), n_greedy * sizeof(int32_t));
     LaunchArgmax(logits.data(), n_vocab, idx, idx, n_greedy, ids->data(), stream_);
-    // The host list may change at the next call before the copy ran: wait for it.
-    Synchronize();
   }
   if (n_greedy == n) return;
   sample_logits_.resize(static_cast<size_t>(n_vocab));
@@ -84,9 +81,7 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
                                   cudaMemcpyDeviceToHost, stream_));
     Synchronize();
     const int32_t id = sample::Select(s.settings, s.position, sample_logits_, &sampled_ids_);
-    LS_CUDA_CHECK(cudaMemcpyAsync(ids->data() + r, &id, sizeof(int32_t), cudaMemcpyHostToDevice,
-                                  stream_));
-    Synchronize();
+    CopyToDevice(ids->data() + r, &id, sizeof(int32_t));
   }
 }
 

@@ -23,10 +23,26 @@ __device__ __forceinline__ uint32_t Load32(const uint8_t* p) {
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
-static __constant__ int8_t kIq4nlValuesDev[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                                  1,    13,   25,  38,  53,  69,  89,  113};
-static __constant__ int8_t kMxfp4ValuesDev[16] = {0, 1, 2, 3, 4, 6, 8, 12,
-                                                  0, -1, -2, -3, -4, -6, -8, -12};
+// float(q) for |q| < 2^22 without a conversion instruction (those issue at a quarter of the
+// float rate and bound the quantized decoders): q added into the mantissa of 1.5 * 2^23, then
+// that constant subtracted. Both steps are exact, so the value is static_cast<float>(q).
+__device__ __forceinline__ float SmallIntToFloat(int q) {
+  return __int_as_float(0x4B400000 + q) - 12582912.0f;
+}
+
+// The 16-entry int8 tables of IQ4_NL / IQ4_XS and MXFP4 packed four bytes to a word: looked
+// up with byte permutes in registers (a table in memory indexed by per-lane nibbles would
+// serialize the warp's loads).
+struct Table16 {
+  uint32_t w0, w1, w2, w3;
+};
+inline constexpr Table16 kIq4nlTable{0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u};
+inline constexpr Table16 kMxfp4Table{0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu};
+
+__device__ __forceinline__ float Lookup(Table16 t, uint32_t nibble) {
+  const uint32_t lo = __byte_perm(t.w0, t.w1, nibble & 7), hi = __byte_perm(t.w2, t.w3, nibble & 7);
+  return SmallIntToFloat(static_cast<int8_t>((nibble & 8 ? hi : lo) & 0xFF));
+}
 
 // One format: elements and bytes per block, and Decode(block, sub, v) writing the 32 elements
 // of sub-chunk `sub` of the block.
@@ -36,6 +52,9 @@ struct Fmt;
 template <>
 struct Fmt<DType::F32> {
   static constexpr int kElems = 32, kBytes = 128;
+  __device__ static float Elem(const uint8_t* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+  }
   __device__ static void Decode(const uint8_t* b, int, float* v) {
     const float4* p = reinterpret_cast<const float4*>(b);
 #pragma unroll
@@ -49,6 +68,7 @@ struct Fmt<DType::F32> {
 template <>
 struct Fmt<DType::F16> {
   static constexpr int kElems = 32, kBytes = 64;
+  __device__ static float Elem(const uint8_t* row, int64_t i) { return LoadHalf(row + 2 * i); }
   // Rows start 16-byte aligned (k is a multiple of 32), so a chunk is four 16-byte loads.
   __device__ static void Decode(const uint8_t* b, int, float* v) {
     const uint4* p = reinterpret_cast<const uint4*>(b);
@@ -68,6 +88,9 @@ struct Fmt<DType::F16> {
 template <>
 struct Fmt<DType::BF16> {
   static constexpr int kElems = 32, kBytes = 64;
+  __device__ static float Elem(const uint8_t* row, int64_t i) {
+    return __uint_as_float(static_cast<uint32_t>(row[2 * i] | (row[2 * i + 1] << 8)) << 16);
+  }
   __device__ static void Decode(const uint8_t* b, int, float* v) {
     const uint4* p = reinterpret_cast<const uint4*>(b);
 #pragma unroll
@@ -89,7 +112,7 @@ struct Fmt<DType::Q8_0> {
   __device__ static void Decode(const uint8_t* b, int, float* v) {
     const float d = LoadHalf(b);
 #pragma unroll
-    for (int j = 0; j < 32; ++j) v[j] = static_cast<float>(static_cast<int8_t>(b[2 + j])) * d;
+    for (int j = 0; j < 32; ++j) v[j] = SmallIntToFloat(static_cast<int8_t>(b[2 + j])) * d;
   }
 };
 
@@ -101,8 +124,8 @@ struct Fmt<DType::Q4_0> {
     const uint8_t* qs = b + 2;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      v[j] = static_cast<float>((qs[j] & 0xF) - 8) * d;
-      v[j + 16] = static_cast<float>((qs[j] >> 4) - 8) * d;
+      v[j] = SmallIntToFloat((qs[j] & 0xF) - 8) * d;
+      v[j + 16] = SmallIntToFloat((qs[j] >> 4) - 8) * d;
     }
   }
 };
@@ -115,8 +138,8 @@ struct Fmt<DType::Q4_1> {
     const uint8_t* qs = b + 4;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      v[j] = static_cast<float>(qs[j] & 0xF) * d + m;
-      v[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
+      v[j] = SmallIntToFloat(qs[j] & 0xF) * d + m;
+      v[j + 16] = SmallIntToFloat(qs[j] >> 4) * d + m;
     }
   }
 };
@@ -132,8 +155,8 @@ struct Fmt<DType::Q5_0> {
     for (int j = 0; j < 16; ++j) {
       const int h0 = static_cast<int>(((qh >> j) << 4) & 0x10);
       const int h1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      v[j] = static_cast<float>(((qs[j] & 0xF) | h0) - 16) * d;
-      v[j + 16] = static_cast<float>(((qs[j] >> 4) | h1) - 16) * d;
+      v[j] = SmallIntToFloat(((qs[j] & 0xF) | h0) - 16) * d;
+      v[j + 16] = SmallIntToFloat(((qs[j] >> 4) | h1) - 16) * d;
     }
   }
 };
@@ -149,8 +172,8 @@ struct Fmt<DType::Q5_1> {
     for (int j = 0; j < 16; ++j) {
       const int h0 = static_cast<int>(((qh >> j) << 4) & 0x10);
       const int h1 = static_cast<int>((qh >> (j + 12)) & 0x10);
-      v[j] = static_cast<float>((qs[j] & 0xF) | h0) * d + m;
-      v[j + 16] = static_cast<float>((qs[j] >> 4) | h1) * d + m;
+      v[j] = SmallIntToFloat((qs[j] & 0xF) | h0) * d + m;
+      v[j + 16] = SmallIntToFloat((qs[j] >> 4) | h1) * d + m;
     }
   }
 };
@@ -163,8 +186,8 @@ struct Fmt<DType::IQ4_NL> {
     const uint8_t* qs = b + 2;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      v[j] = d * static_cast<float>(kIq4nlValuesDev[qs[j] & 0xF]);
-      v[j + 16] = d * static_cast<float>(kIq4nlValuesDev[qs[j] >> 4]);
+      v[j] = d * Lookup(kIq4nlTable, qs[j] & 0xF);
+      v[j + 16] = d * Lookup(kIq4nlTable, qs[j] >> 4);
     }
   }
 };
@@ -183,8 +206,8 @@ struct Fmt<DType::MXFP4> {
     const uint8_t* qs = b + 1;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      v[j] = static_cast<float>(kMxfp4ValuesDev[qs[j] & 0xF]) * d;
-      v[j + 16] = static_cast<float>(kMxfp4ValuesDev[qs[j] >> 4]) * d;
+      v[j] = Lookup(kMxfp4Table, qs[j] & 0xF) * d;
+      v[j + 16] = Lookup(kMxfp4Table, qs[j] >> 4) * d;
     }
   }
 };
@@ -218,7 +241,7 @@ struct Fmt<DType::Q4_K> {
 #pragma unroll
       for (int l = 0; l < 16; ++l) {
         const uint32_t byte = (w[l / 4] >> (8 * (l % 4))) & 0xFF;
-        v[16 * h + l] = dl * static_cast<float>((byte >> shift) & 0xF) - ml;
+        v[16 * h + l] = dl * SmallIntToFloat(static_cast<int>((byte >> shift) & 0xF)) - ml;
       }
     }
   }
@@ -238,7 +261,7 @@ struct Fmt<DType::Q5_K> {
     const uint8_t bit = static_cast<uint8_t>(1u << sub);
 #pragma unroll
     for (int l = 0; l < 32; ++l)
-      v[l] = dl * static_cast<float>(((ql[l] >> shift) & 0xF) + ((qh[l] & bit) ? 16 : 0)) - ml;
+      v[l] = dl * SmallIntToFloat(((ql[l] >> shift) & 0xF) + ((qh[l] & bit) ? 16 : 0)) - ml;
   }
 };
 
@@ -252,10 +275,12 @@ struct Fmt<DType::Q6_K> {
     const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192) + 8 * half;
     const float d = LoadHalf(b + 208);
     const int lshift = (k >> 1) * 4, hshift = 2 * k;
+    // (d * scale) * q as the host decoder groups it; the two scales of the chunk computed once.
+    const float ds[2] = {d * SmallIntToFloat(sc[2 * k]), d * SmallIntToFloat(sc[1 + 2 * k])};
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       const int q = (((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4)) - 32;
-      v[l] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q);
+      v[l] = ds[l / 16] * SmallIntToFloat(q);
     }
   }
 };
@@ -273,8 +298,8 @@ struct Fmt<DType::IQ4_XS> {
     const float dl = d * static_cast<float>(ls - 32);
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
-      v[j] = dl * static_cast<float>(kIq4nlValuesDev[qs[j] & 0xF]);
-      v[j + 16] = dl * static_cast<float>(kIq4nlValuesDev[qs[j] >> 4]);
+      v[j] = dl * Lookup(kIq4nlTable, qs[j] & 0xF);
+      v[j + 16] = dl * Lookup(kIq4nlTable, qs[j] >> 4);
     }
   }
 };
@@ -285,6 +310,25 @@ __device__ __forceinline__ void DecodeChunk(const uint8_t* row, int64_t c, float
   constexpr int kPerBlock = F::kElems / kChunk;
   const int64_t block = c / kPerBlock;
   F::Decode(row + block * F::kBytes, static_cast<int>(c % kPerBlock), v);
+}
+
+// Calls f(Fmt<T>{}) for the float formats, the only ones whose rows may have any length (the
+// others are whole blocks of 32 or 256); returns false for the others.
+template <class Fn>
+bool DispatchFloatFormat(DType t, Fn&& f) {
+  switch (t) {
+    case DType::F32:
+      f(Fmt<DType::F32>{});
+      return true;
+    case DType::F16:
+      f(Fmt<DType::F16>{});
+      return true;
+    case DType::BF16:
+      f(Fmt<DType::BF16>{});
+      return true;
+    default:
+      return false;
+  }
 }
 
 // Calls f(Fmt<T>{}) for the formats with a native kernel; returns false for the others.

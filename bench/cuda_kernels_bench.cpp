@@ -1,0 +1,185 @@
+// The CUDA kernel lab's timing half: each matmul format at 1..512 activation rows on a weight
+// several times the L2, next to the device-to-device copy bandwidth measured in the same run
+// (the roofline a memory-bound GEMV is held to). Correctness lives in tests/cuda_ops_test.cpp.
+//   cuda_kernels_bench [--formats F16,Q4_K,...] [--rows 1,8,...] [--k K] [--n N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/half.h"
+#include "quant/quant.h"
+#include "testing/random.h"
+#if LOCKSTEP_HAS_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace lockstep {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::vector<std::string> formats{"F16", "BF16", "Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0",
+                                   "IQ4_XS", "MXFP4"};
+  std::vector<int> rows{1, 2, 4, 8, 16, 32, 64, 512};
+  int64_t k = 4096, n = 65536;
+};
+
+[[noreturn]] void Usage() {
+  std::fprintf(stderr,
+               "usage: cuda_kernels_bench [--formats F16,Q4_K,...] [--rows 1,8,...] [--k K] "
+               "[--n N]\n");
+  std::exit(2);
+}
+
+std::vector<std::string> Split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  if (out.empty()) Usage();
+  return out;
+}
+
+Args ParseArgs(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string key = argv[i], value = argv[i + 1];
+    if (key == "--formats") {
+      a.formats = Split(value);
+    } else if (key == "--rows") {
+      a.rows.clear();
+      for (const auto& r : Split(value)) a.rows.push_back(std::max(1, std::atoi(r.c_str())));
+    } else if (key == "--k") {
+      a.k = std::atoll(value.c_str());
+    } else if (key == "--n") {
+      a.n = std::atoll(value.c_str());
+    } else {
+      Usage();
+    }
+  }
+  if (argc % 2 == 0) Usage();
+  return a;
+}
+
+// Host bytes of an n-row weight: 512 distinct quantized rows repeated (quantizing every row
+// would take minutes; the device reads every byte either way).
+std::vector<uint8_t> WeightBytes(DType type, int64_t k, int64_t n) {
+  const size_t row_bytes = RowBytes(type, k);
+  const int64_t distinct = std::min<int64_t>(n, 512);
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(n));
+  for (int64_t r = 0; r < distinct; ++r) {
+    const auto row = testing::GaussianRow(k, 1000 + static_cast<uint32_t>(r), 0.5f);
+    uint8_t* dst = bytes.data() + row_bytes * static_cast<size_t>(r);
+    if (type == DType::F32) {
+      std::memcpy(dst, row.data(), row_bytes);
+    } else if (type == DType::F16 || type == DType::BF16) {
+      for (int64_t i = 0; i < k; ++i) {
+        const uint16_t h = type == DType::F16 ? FloatToHalf(row[static_cast<size_t>(i)])
+                                              : FloatToBF16(row[static_cast<size_t>(i)]);
+        std::memcpy(dst + 2 * i, &h, 2);
+      }
+    } else {
+      quant::QuantizeRow(type, row.data(), dst, k);
+    }
+  }
+  for (int64_t r = distinct; r < n; ++r)
+    std::memcpy(bytes.data() + row_bytes * static_cast<size_t>(r),
+                bytes.data() + row_bytes * static_cast<size_t>(r % distinct), row_bytes);
+  return bytes;
+}
+
+#if LOCKSTEP_HAS_CUDA
+// Seconds per call of f, from enough calls to run past 50 ms (after one warm-up call).
+template <class F>
+double TimePerCall(backend::CudaBackend& be, F&& f) {
+  f();
+  be.Synchronize();
+  int calls = 1;
+  for (;;) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < calls; ++i) f();
+    be.Synchronize();
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s > 0.05 || calls >= 1 << 14) return s / calls;
+    calls *= 4;
+  }
+}
+
+double CopyBandwidth(backend::CudaBackend& be) {
+  const size_t bytes = size_t{2} << 30;
+  auto a = be.NewBuffer(bytes), b = be.NewBuffer(bytes);
+  const double s = TimePerCall(be, [&] { be.CopyBytes(b.get(), a.get(), bytes); });
+  return 2.0 * static_cast<double>(bytes) / s;  // bytes read plus bytes written
+}
+
+int Run(const Args& a) {
+  auto created = backend::CudaBackend::Create(0);
+  if (!created.ok()) {
+    std::printf("cuda_kernels_bench: SKIPPED (no CUDA device): %s\n",
+                created.status().message().c_str());
+    return 0;
+  }
+  backend::CudaBackend& be = **created;
+  const double copy_bw = CopyBandwidth(be);
+  std::printf("device %s, device-to-device copy %.0f GB/s (read + write)\n",
+              be.device_name().c_str(), copy_bw / 1e9);
+  std::printf("weight %lld x %lld\n\n", static_cast<long long>(a.n), static_cast<long long>(a.k));
+  std::printf("%-7s %5s %10s %9s %7s %9s\n", "format", "rows", "us/call", "GB/s", "%copy",
+              "TFLOP/s");
+  const int max_rows = *std::max_element(a.rows.begin(), a.rows.end());
+  const auto x_host = testing::GaussianRow(max_rows * a.k, 3);
+  backend::Tensor x_all = be.NewTensor(max_rows, a.k);
+  be.FromHost(x_host, &x_all);
+  backend::Tensor y_all = be.NewTensor(max_rows, a.n);
+  for (const std::string& name : a.formats) {
+    const auto type = DTypeFromName(name);
+    if (!type) {
+      std::fprintf(stderr, "cuda_kernels_bench: unknown format %s\n", name.c_str());
+      return 2;
+    }
+    const bool is_float = *type == DType::F32 || *type == DType::F16 || *type == DType::BF16;
+    if (!is_float && !quant::CanQuantize(*type)) {
+      std::printf("%-7s (skipped: lockstep cannot quantize it to make a test weight)\n",
+                  name.c_str());
+      continue;
+    }
+    std::vector<uint8_t> bytes = WeightBytes(*type, a.k, a.n);
+    backend::Weight host;
+    host.name = "bench_" + name;
+    host.type = *type;
+    host.ne = {a.k, a.n};
+    host.data = bytes.data();
+    host.row_bytes = RowBytes(*type, a.k);
+    const backend::Weight w = be.PrepareWeight(host);
+    for (int rows : a.rows) {
+      const backend::Tensor x = x_all.View(rows, a.k);
+      backend::Tensor y = y_all.View(rows, a.n);
+      const double s = TimePerCall(be, [&] { be.MatMul(w, x, &y); });
+      const double gbs = static_cast<double>(bytes.size()) / s / 1e9;
+      std::printf("%-7s %5d %10.1f %9.0f %6.0f%% %9.2f\n", name.c_str(), rows, s * 1e6, gbs,
+                  100.0 * gbs * 1e9 / copy_bw, 2.0 * rows * a.k * a.n / s / 1e12);
+    }
+  }
+  return 0;
+}
+#else
+int Run(const Args&) {
+  std::printf("cuda_kernels_bench: SKIPPED (no CUDA device): built without the CUDA backend\n");
+  return 0;
+}
+#endif
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each line reaches a pipe as it is printed
+  return lockstep::Run(lockstep::ParseArgs(argc, argv));
+}
