@@ -406,9 +406,10 @@ TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
 
 // Token selection: greedy and seeded sampling pick the CPU backend's ids.
 TEST_F(CudaOps, SelectTokensMatchesCpu) {
-  const int64_t rows = 6, vocab = 5000;
+  const int64_t rows = 6, vocab = 20000;  // three slices of the device argmax
   auto logits = testing::GaussianRow(rows * vocab, 9, 4.0f);
-  logits[2 * vocab + 17] = logits[2 * vocab + 4000] = 100.0f;  // a tie: the lower id wins
+  // A tie across slices: the lower id wins.
+  logits[2 * vocab + 17] = logits[2 * vocab + 15000] = 100.0f;
   std::vector<backend::SampleRow> sr(rows);
   for (int64_t r = 0; r < rows; ++r) {
     sr[static_cast<size_t>(r)].position = 10 + r;

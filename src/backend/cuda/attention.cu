@@ -48,6 +48,9 @@ __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, co
   }
 }
 
+// Keys whose K rows a warp loads together.
+constexpr int kKeys = 4;
+
 // kDims: register slots per lane (head_dim <= 32 * kDims).
 template <int kDims>
 __global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int group,
@@ -72,26 +75,40 @@ __global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int 
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int t = lo; t <= last; ++t) {
-    const int64_t row = KvRow(kv, s, t);
-    const int64_t kbase = row * kv.k_width + col, vbase = row * kv.v_width + col;
-    float part = 0.0f;
+  // Keys in groups of kKeys: the group's K loads and scores first (memory latency paid once
+  // per group, not per key), then the online softmax folds them in ascending position, each
+  // score and update exactly as one key at a time would compute it.
+  for (int t0 = lo; t0 <= last; t0 += kKeys) {
+    float score[kKeys];
+    int64_t vbase[kKeys];
 #pragma unroll
-    for (int i = 0; i < kDims; ++i) {
-      const int d = lane + kWarp * i;
-      if (d < head_dim) part = fmaf(qv[i], LoadElem(kv.k, kv.type_k, kbase + d), part);
-    }
-    const float score = WarpSum(part);
-    const float m_new = fmaxf(m, score);
-    const float corr = expf(m - m_new);
-    const float pr = expf(score - m_new);
-    l = l * corr + pr;
+    for (int j = 0; j < kKeys; ++j) {
+      const int t = min(t0 + j, last);  // past the end: a repeat, never folded in
+      const int64_t row = KvRow(kv, s, t);
+      const int64_t kbase = row * kv.k_width + col;
+      vbase[j] = row * kv.v_width + col;
+      float part = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kDims; ++i) {
-      const int d = lane + kWarp * i;
-      if (d < head_dim) acc[i] = acc[i] * corr + pr * LoadElem(kv.v, kv.type_v, vbase + d);
+      for (int i = 0; i < kDims; ++i) {
+        const int d = lane + kWarp * i;
+        if (d < head_dim) part = fmaf(qv[i], LoadElem(kv.k, kv.type_k, kbase + d), part);
+      }
+      score[j] = WarpSum(part);
     }
-    m = m_new;
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      if (t0 + j > last) break;
+      const float m_new = fmaxf(m, score[j]);
+      const float corr = expf(m - m_new);
+      const float pr = expf(score[j] - m_new);
+      l = l * corr + pr;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) {
+        const int d = lane + kWarp * i;
+        if (d < head_dim) acc[i] = acc[i] * corr + pr * LoadElem(kv.v, kv.type_v, vbase[j] + d);
+      }
+      m = m_new;
+    }
   }
   float* o = out + r * static_cast<int64_t>(n_head) * head_dim + static_cast<int64_t>(h) * head_dim;
   const float inv = 1.0f / l;

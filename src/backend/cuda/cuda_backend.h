@@ -81,7 +81,7 @@ class CudaBackend : public Backend {
  private:
   std::shared_ptr<void> Allocate(size_t bytes, const char* what);
   // Grow-only device scratch (MoE intermediates, selection indices); reused every step.
-  enum ScratchSlot : int { kMoeExperts, kMoeWeights, kMoeHidden, kMoeAct, kMoeOut, kSelectIdx,
+  enum ScratchSlot : int { kMoeExperts, kMoeWeights, kMoeHidden, kMoeAct, kMoeOut, kSelectIdx, kSelectScratch,
                            kScratchSlots };
   void* Scratch(ScratchSlot slot, size_t bytes);
   // Queues a host-to-device copy without waiting for the device: `src` is first copied into

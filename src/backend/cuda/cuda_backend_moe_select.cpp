@@ -69,8 +69,9 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
   if (n_greedy > 0) {
     // Row list uploaded once (it is also the output index: greedy row r writes ids[r]).
     auto* idx = static_cast<int32_t*>(Scratch(kSelectIdx, n_greedy * sizeof(int32_t)));
+    void* scratch = Scratch(kSelectScratch, ArgmaxScratchBytes(n_vocab, n_greedy));
     CopyToDevice(idx, greedy_rows_.data(), n_greedy * sizeof(int32_t));
-    LaunchArgmax(logits.data(), n_vocab, idx, idx, n_greedy, ids->data(), stream_);
+    LaunchArgmax(logits.data(), n_vocab, idx, idx, n_greedy, ids->data(), scratch, stream_);
   }
   if (n_greedy == n) return;
   sample_logits_.resize(static_cast<size_t>(n_vocab));

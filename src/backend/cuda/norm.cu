@@ -16,9 +16,13 @@ __global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t
   const float* xg = x + item * group;
   float* yg = y + item * group;
   float ss = 0.0f;
+  // Unrolled so that a lane's loads are in flight together (one warp reads a whole row: the
+  // loop would otherwise wait on memory once per element); the fmaf chain keeps its order.
+#pragma unroll 8
   for (int64_t i = lane; i < group; i += kWarp) ss = fmaf(xg[i], xg[i], ss);
   ss = WarpSum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(group) + eps);
+#pragma unroll 8
   for (int64_t i = lane; i < group; i += kWarp) {
     float v = xg[i] * inv;
     if (w) v *= w[i];
