@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
@@ -112,6 +114,94 @@ double TimePerCall(backend::CudaBackend& be, F&& f) {
   }
 }
 
+// GPU time of one `op` at a decode shape: 100 of them captured into one graph and replayed, so
+// launch overhead stays out (what a replayed decode step pays for the op).
+template <class F>
+double ReplayedTime(backend::CudaBackend& be, F&& op) {
+  constexpr int kReps = 100;
+  auto replays = be.NewReplays();
+  auto run = [&] {
+    be.RunReplayable(replays.get(), 1, [&] {
+      for (int i = 0; i < kReps; ++i) op();
+    });
+  };
+  run();  // plain
+  run();  // captured
+  return TimePerCall(be, run) / kReps;
+}
+
+backend::Tensor RandomTensor(backend::CudaBackend& be, int64_t rows, int64_t cols, uint32_t seed) {
+  backend::Tensor t = be.NewTensor(rows, cols);
+  be.FromHost(testing::GaussianRow(rows * cols, seed), &t);
+  return t;
+}
+
+// The small ops of one decode row at Gemma 4 shapes, each alone on the GPU.
+void DecodeOps(backend::CudaBackend& be) {
+  std::printf("\nops of one decode row (GPU time, replayed)\n%-44s %10s\n", "op", "us");
+  auto report = [](const std::string& what, double s) {
+    std::printf("%-44s %10.2f\n", what.c_str(), s * 1e6);
+  };
+  for (int64_t d : {1536, 5376}) {
+    backend::Tensor x = RandomTensor(be, 1, d, 1), y = be.NewTensor(1, d);
+    report(fmt::format("rms_norm row of {}", d),
+           ReplayedTime(be, [&] { be.RmsNorm(x, nullptr, 1e-6f, d, 1.0f, &y); }));
+  }
+  {
+    backend::Tensor q = RandomTensor(be, 1, 16 * 256, 2);
+    report("rms_norm 16 heads of 256",
+           ReplayedTime(be, [&] { be.RmsNorm(q, nullptr, 1e-6f, 256, 1.0f, &q); }));
+  }
+  struct Shape {
+    DType type;
+    int64_t k, n;
+  };
+  for (const Shape& m : {Shape{DType::F16, 1536, 1536}, Shape{DType::Q4_K, 2816, 2816},
+                         Shape{DType::Q4_K, 2816, 4224}}) {
+    std::vector<uint8_t> bytes = WeightBytes(m.type, m.k, m.n);
+    backend::Weight host;
+    host.name = "op_bench";
+    host.type = m.type;
+    host.ne = {m.k, m.n};
+    host.data = bytes.data();
+    host.row_bytes = RowBytes(m.type, m.k);
+    const backend::Weight w = be.PrepareWeight(host);
+    backend::Tensor x = RandomTensor(be, 1, m.k, 6), y = be.NewTensor(1, m.n);
+    report(fmt::format("matmul {} {} -> {}", Name(m.type), m.k, m.n),
+           ReplayedTime(be, [&] { be.MatMul(w, x, &y); }));
+  }
+  const int n_head = 16, n_head_kv = 8, head_dim = 256;
+  {
+    backend::Tensor q = RandomTensor(be, 1, n_head * head_dim, 7);
+    backend::IntTensor pos = be.NewIntTensor(1);
+    const int32_t p = 1000;
+    be.Upload(std::span(&p, 1), &pos);
+    report("rope 16 heads of 256", ReplayedTime(be, [&] {
+             be.Rope(&q, pos.first(1), head_dim, head_dim, 10000.0f, nullptr);
+           }));
+  }
+  for (int keys : {128, 1024, 8192}) {
+    backend::KvLayerView kv;
+    const int64_t width = static_cast<int64_t>(n_head_kv) * head_dim;
+    backend::Tensor k = RandomTensor(be, keys, width, 3), v = RandomTensor(be, keys, width, 4);
+    kv.k = k.data();
+    kv.v = v.data();
+    kv.k_width = kv.v_width = width;
+    kv.ring = keys;
+    kv.n_seq = 1;
+    kv.n_ctx = keys;
+    backend::IntTensor pos = be.NewIntTensor(1), seq = be.NewIntTensor(1);
+    const int32_t last = keys - 1, slot = 0;
+    be.Upload(std::span(&last, 1), &pos);
+    be.Upload(std::span(&slot, 1), &seq);
+    backend::Tensor q = RandomTensor(be, 1, n_head * head_dim, 5), out = be.NewTensor(1, n_head * head_dim);
+    const backend::RowInfo rows{pos.first(1), seq.first(1)};
+    report(fmt::format("attention 16 heads x 256 over {} keys", keys), ReplayedTime(be, [&] {
+             be.Attention(q, kv, n_head, n_head_kv, head_dim, 0, true, rows, &out);
+           }));
+  }
+}
+
 double CopyBandwidth(backend::CudaBackend& be) {
   const size_t bytes = size_t{2} << 30;
   auto a = be.NewBuffer(bytes), b = be.NewBuffer(bytes);
@@ -167,6 +257,7 @@ int Run(const Args& a) {
                   100.0 * gbs * 1e9 / copy_bw, 2.0 * rows * a.k * a.n / s / 1e12);
     }
   }
+  DecodeOps(be);
   return 0;
 }
 #else

@@ -282,6 +282,38 @@ TEST_F(CudaOps, NormAndRopeAreAccurateAndRowInvariant) {
   }
 }
 
+// Whole-row norms (groups of 1024 or more take the block-per-row kernel): close to the CPU and
+// each row's bits the same alone as in the batch.
+TEST_F(CudaOps, RmsNormOfWholeRowsIsAccurateAndRowInvariant) {
+  const int64_t rows = 5, cols = 1536;
+  const auto x = testing::GaussianRow(rows * cols, 13);
+  const auto wv = testing::GaussianRow(cols, 14);
+  HostWeight hw;
+  hw.view.name = "row_norm";
+  hw.view.type = DType::F32;
+  hw.view.ne = {cols};
+  hw.view.data = wv.data();
+  hw.view.row_bytes = cols * sizeof(float);
+  const Weight gw = gpu_->PrepareWeight(hw.view);
+  auto run = [&](backend::Backend& be, const Weight& w, int64_t r0, int64_t n) {
+    Tensor t = be.NewTensor(n, cols), y = be.NewTensor(n, cols);
+    be.FromHost(std::span(x).subspan(static_cast<size_t>(r0 * cols), static_cast<size_t>(n * cols)),
+                &t);
+    be.RmsNorm(t, &w, 1e-6f, cols, 0.5f, &y);
+    std::vector<float> out;
+    be.ToHost(y, &out);
+    return out;
+  };
+  const auto all = run(*gpu_, gw, 0, rows);
+  const auto ref = run(cpu_, hw.view, 0, rows);
+  for (size_t i = 0; i < all.size(); ++i)
+    ASSERT_NEAR(all[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i]))) << i;
+  for (int64_t r = 0; r < rows; ++r)
+    ASSERT_TRUE(SameBits(run(*gpu_, gw, r, 1),
+                         std::vector<float>(all.begin() + r * cols, all.begin() + (r + 1) * cols)))
+        << "row " << r;
+}
+
 // Attention over paged (full) and ring (sliding) layers, F32 and F16 caches: close to the CPU,
 // and every query row's bits the same alone as in the batch.
 TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {

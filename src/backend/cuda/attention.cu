@@ -49,7 +49,7 @@ __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, co
 }
 
 // Keys whose K rows a warp loads together.
-constexpr int kKeys = 4;
+constexpr int kKeys = 8;
 
 // kDims: register slots per lane (head_dim <= 32 * kDims).
 template <int kDims>
