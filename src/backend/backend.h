@@ -76,6 +76,8 @@ struct RowInfo {
 struct SampleRow {
   sample::Settings settings;
   int64_t position = 0;  // absolute position of the token being chosen
+  // The tokens before `position` the repeat penalty looks at (newest last; empty when off).
+  std::span<const int32_t> recent;
 };
 
 class Backend {
