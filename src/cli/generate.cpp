@@ -194,6 +194,10 @@ int RunJson(const Args& a, LoadedRun& run, const RunRecord& rec,
 }
 
 int Run(Args a) {
+  if (!a.prompt.empty() && !a.prompt_file.empty()) {
+    std::fprintf(stderr, "lockstep generate: give the prompt with -p or with -f, not both\n");
+    return 2;
+  }
   auto text = ReadPrompt(a.prompt, a.prompt_file);
   if (!text.ok()) return Fail(text.status());
   a.prompt = a.no_escape ? *text : ProcessEscapes(*text);
