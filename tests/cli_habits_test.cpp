@@ -205,5 +205,27 @@ TEST(ChatCli, DraftAndLlamaCppAliasesGiveTheSameReplies) {
   EXPECT_NE(Shell(ChatCmd("class A:\\n/exit\\n", "2>/dev/null"), &rc), plain);
 }
 
+TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
+  REQUIRE_MODELS();
+  const fs::path prefix = fs::temp_directory_path() / fmt::format("lockstep-prefix.{}", ::getpid());
+  fs::remove_all(prefix);
+  int rc = 0;
+  const std::string log = Shell(fmt::format("cmake --install {} --prefix {} 2>&1", LOCKSTEP_BUILD_DIR,
+                                            prefix.string()),
+                                &rc);
+  ASSERT_EQ(rc, 0) << log;
+  const std::string run = fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 --json "
+                                      "--no-hash 2>&1",
+                                      prefix.string());
+  const std::string out = Shell(run, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"n_generated\":3"), std::string::npos) << out;
+  // Negative control: without the installed models the same command cannot find a model.
+  fs::remove_all(prefix / "share" / "lockstep");
+  EXPECT_NE(Shell(run, &rc).find("lockstep-code-target.gguf"), std::string::npos);
+  EXPECT_EQ(rc, 1);
+  fs::remove_all(prefix);
+}
+
 }  // namespace
 }  // namespace lockstep
