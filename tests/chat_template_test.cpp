@@ -128,7 +128,8 @@ TEST(JinjaSnippets, MatchReferenceIncludingErrors) {
     const ordered_json& r = rows[i];
     const std::string src = r["template"].get<std::string>();
     auto t = jinja::Template::Parse(src);
-    Expected<std::string> got = t.ok() ? t->Render(r["context"]) : Expected<std::string>(t.status());
+    Expected<std::string> got =
+        t.ok() ? t->Render(r["context"]) : Expected<std::string>(t.status());
     if (r.contains("error")) {
       EXPECT_FALSE(got.ok()) << "snippet " << i << " " << src << " rendered '" << *got
                              << "', reference: " << r["error"];
@@ -163,8 +164,9 @@ TEST(ChatTemplate, RendersOtherTemplates) {
                                     "content":"Yo"}])");
   auto r = RenderChat(gemma3, msgs, ChatOptions{});
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(*r, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
-                "<start_of_turn>model\n");
+  EXPECT_EQ(*r,
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
+            "<start_of_turn>model\n");
   EXPECT_FALSE(RenderChat(gemma3, json::array(), ChatOptions{}).ok());
 }
 
@@ -176,7 +178,8 @@ std::string ErrorOf(const std::string& src, const std::string& context = "{}") {
 }
 
 TEST(JinjaErrors, UnknownConstructsNameTheTemplateLine) {
-  EXPECT_EQ(ErrorOf("a\nb\n{% frobnicate x %}"), "template line 3: unknown statement '{% frobnicate %}'");
+  EXPECT_EQ(ErrorOf("a\nb\n{% frobnicate x %}"),
+            "template line 3: unknown statement '{% frobnicate %}'");
   EXPECT_EQ(ErrorOf("{{ x }}\n{{ x | shout }}"), "template line 2: unknown filter 'shout'");
   EXPECT_EQ(ErrorOf("\n\n{% if x is prime %}{% endif %}"), "template line 3: unknown test 'prime'");
   // trim_blocks joins these lines before lexing; the message still names the line as written.
@@ -187,6 +190,12 @@ TEST(JinjaErrors, UnknownConstructsNameTheTemplateLine) {
   EXPECT_EQ(ErrorOf("{# open"), "template line 1: missing end of comment tag '#}'");
   EXPECT_NE(ErrorOf("{% raw %}x{% endraw %}").find("unknown statement '{% raw %}'"),
             std::string::npos);
+  // Hostile nesting is an error, not a stack overflow.
+  EXPECT_NE(ErrorOf("{{ " + std::string(100000, '(') + "1").find("nested too deeply"),
+            std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 5000; ++i) deep += "{% if true %}";
+  EXPECT_NE(ErrorOf(deep).find("nested too deeply"), std::string::npos);
 }
 
 TEST(JinjaErrors, RuntimeErrorsNameTheTemplateLine) {

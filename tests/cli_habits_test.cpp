@@ -25,7 +25,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Target() { return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf"; }
+std::string Target() {
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
+}
 std::string Drafter() {
   return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-assistant.gguf";
 }
@@ -51,7 +53,7 @@ std::string Shell(const std::string& cmd, int* rc) {
   return out;
 }
 
-#define REQUIRE_MODELS()                                                           \
+#define REQUIRE_MODELS() \
   if (!fs::exists(Target()) || !fs::exists(Drafter())) GTEST_SKIP() << "no models/"
 
 TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
@@ -63,8 +65,8 @@ TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
   if (pid == 0) {
     dup2(out_pipe[1], 1), dup2(out_pipe[1], 2);
     close(out_pipe[0]);
-    execl(LOCKSTEP_BINARY, LOCKSTEP_BINARY, "generate", "-m", Target().c_str(), "-p", "def f(x):",
-          "-n", "4000", "--ignore-eos", nullptr);
+    execl(LOCKSTEP_BINARY, LOCKSTEP_BINARY, "generate", "-m", Target().c_str(), "-p",
+          "def f(x):", "-n", "4000", "--ignore-eos", nullptr);
     _exit(127);
   }
   close(out_pipe[1]);
@@ -104,7 +106,8 @@ TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
 TEST(GenerateCli, EchoesThePromptUnlessToldNot) {
   REQUIRE_MODELS();
   int rc = 0;
-  const std::string base = fmt::format("{} generate -m {} -p 'def f(x):' -n 4", LOCKSTEP_BINARY, Target());
+  const std::string base =
+      fmt::format("{} generate -m {} -p 'def f(x):' -n 4", LOCKSTEP_BINARY, Target());
   const std::string shown = Shell(base + " 2>/dev/null", &rc);
   EXPECT_EQ(rc, 0);
   const std::string hidden = Shell(base + " --no-display-prompt 2>/dev/null", &rc);
@@ -146,7 +149,8 @@ TEST(GenerateCli, HelpShowsDefaultsAndThreadsArePhysicalCores) {
   EXPECT_NE(help.find("--top-p"), std::string::npos);
   const int cores = cli::PhysicalCores();
   EXPECT_GE(cores, 1);
-  EXPECT_TRUE(std::regex_search(help, std::regex(fmt::format("--threads INT:INT in \\[1 - 256\\]={}\\b", cores))))
+  EXPECT_TRUE(std::regex_search(
+      help, std::regex(fmt::format("--threads INT:INT in \\[1 - 256\\]={}\\b", cores))))
       << help;
   const std::string chat = testing::RunCli(LOCKSTEP_BINARY, "chat --help", &rc);
   EXPECT_EQ(rc, 0);
@@ -169,10 +173,11 @@ TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {
   EXPECT_TRUE(reset.ends_with(alone)) << reset << "\n---\n" << alone;
   EXPECT_NE(reset.find("(new conversation)"), std::string::npos);
   // The reply is generate's with the same template, streamed after the "> " prompt.
-  const std::string gen = Shell(fmt::format("{} generate -m {} --chat --chat-template-file {} -p hi "
-                                            "-n 12 --no-display-prompt 2>/dev/null",
-                                            LOCKSTEP_BINARY, Target(), Template()),
-                                &rc);
+  const std::string gen =
+      Shell(fmt::format("{} generate -m {} --chat --chat-template-file {} -p hi "
+                        "-n 12 --no-display-prompt 2>/dev/null",
+                        LOCKSTEP_BINARY, Target(), Template()),
+            &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(alone, "> " + gen + "> \n");
   // Without /reset the second turn's prompt holds the first exchange (end of input also quits).
@@ -195,9 +200,10 @@ TEST(ChatCli, DraftAndLlamaCppAliasesGiveTheSameReplies) {
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(Shell(ChatCmd(input, "--draft " + Drafter() + " 2>/dev/null"), &rc), plain);
   for (const char* alias : {"-cnv", "-i", "--conversation"}) {
-    const std::string cmd = fmt::format("printf '{}' | {} generate {} -m {} --chat-template-file {} "
-                                        "-n 12 2>/dev/null",
-                                        input, LOCKSTEP_BINARY, alias, Target(), Template());
+    const std::string cmd = fmt::format(
+        "printf '{}' | {} generate {} -m {} --chat-template-file {} "
+        "-n 12 2>/dev/null",
+        input, LOCKSTEP_BINARY, alias, Target(), Template());
     EXPECT_EQ(Shell(cmd, &rc), plain) << alias;
     EXPECT_EQ(rc, 0);
   }
@@ -210,13 +216,13 @@ TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
   const fs::path prefix = fs::temp_directory_path() / fmt::format("lockstep-prefix.{}", ::getpid());
   fs::remove_all(prefix);
   int rc = 0;
-  const std::string log = Shell(fmt::format("cmake --install {} --prefix {} 2>&1", LOCKSTEP_BUILD_DIR,
-                                            prefix.string()),
-                                &rc);
+  const std::string log = Shell(
+      fmt::format("cmake --install {} --prefix {} 2>&1", LOCKSTEP_BUILD_DIR, prefix.string()), &rc);
   ASSERT_EQ(rc, 0) << log;
-  const std::string run = fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 --json "
-                                      "--no-hash 2>&1",
-                                      prefix.string());
+  const std::string run = fmt::format(
+      "cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 --json "
+      "--no-hash 2>&1",
+      prefix.string());
   const std::string out = Shell(run, &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"n_generated\":3"), std::string::npos) << out;

@@ -44,7 +44,6 @@ TEST(SampleArgmax, FirstIndexOfTheMaximumOnTiedRows) {
   EXPECT_EQ(sample::Argmax(std::vector<float>{1.0f, NAN, 2.0f}), 2);
 }
 
-
 std::vector<float> RandomRow(int trial, size_t n) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i)
@@ -58,7 +57,8 @@ std::set<int32_t> ReferenceCandidates(const sample::Settings& s, const std::vect
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](int32_t a, int32_t b) { return sample::RanksBefore(v.data(), a, b); });
-  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < order.size()) order.resize(static_cast<size_t>(s.top_k));
+  if (s.top_k > 0 && static_cast<size_t>(s.top_k) < order.size())
+    order.resize(static_cast<size_t>(s.top_k));
   const double t = s.temperature, best = v[static_cast<size_t>(order[0])];
   std::vector<int32_t> kept;
   for (int32_t i : order)  // min-p: probability >= min_p x the best's, i.e. a logit threshold

@@ -59,9 +59,10 @@ struct Conversation {
     std::fputs("\n", stdout);
     std::fflush(stdout);
     messages.push_back({{"role", "assistant"}, {"content", run.tok->Decode(r.result.tokens)}});
-    const double tps = r.result.generate_ms > 0
-                           ? 1000.0 * static_cast<double>(r.result.tokens.size()) / r.result.generate_ms
-                           : 0.0;
+    const double tps =
+        r.result.generate_ms > 0
+            ? 1000.0 * static_cast<double>(r.result.tokens.size()) / r.result.generate_ms
+            : 0.0;
     std::fprintf(stderr, "lockstep: %zu prompt + %zu tokens, %.2f tokens/s%s\n", prompt.size(),
                  r.result.tokens.size(), tps, r.interrupted ? " (interrupted)" : "");
     if (run.proposer)
@@ -100,9 +101,10 @@ int Loop(Conversation& c) {
 }  // namespace
 
 int Chat(int argc, char** argv) {
-  CLI::App app{"Chat with a Gemma 4 model through its chat template. Type a message and press "
-               "Enter; /reset starts over, /exit quits.",
-               "lockstep chat"};
+  CLI::App app{
+      "Chat with a Gemma 4 model through its chat template. Type a message and press "
+      "Enter; /reset starts over, /exit quits.",
+      "lockstep chat"};
   ChatArgs a;
   a.run.n_predict = 512;
   AddRunOptions(app, a.run);

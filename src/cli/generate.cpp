@@ -40,7 +40,8 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_option("--tokens", a.tokens, "prompt as comma-separated token ids");
   app.add_flag("--no-escape", a.no_escape,
                "take \\n, \\t, ... in the prompt literally (default: processed like llama.cpp)");
-  app.add_flag("--no-display-prompt", a.no_display_prompt, "do not echo the prompt before the output");
+  app.add_flag("--no-display-prompt", a.no_display_prompt,
+               "do not echo the prompt before the output");
   app.add_option("--prompts-file", a.prompts_file,
                  "several prompts, one per line (a JSON string of text, or a JSON array of ids); "
                  "prints one JSON line per prompt");
@@ -54,7 +55,8 @@ void AddOptions(CLI::App& app, Args& a) {
 
 Expected<std::vector<int32_t>> PromptTokens(const Args& a, const tokenizer::Tokenizer* tok) {
   if (!a.tokens.empty()) return ParseIdList(a.tokens, "--tokens");
-  if (a.prompt.empty()) return Status::Error("give a prompt with -p TEXT, -f FILE or --tokens 1,2,3");
+  if (a.prompt.empty())
+    return Status::Error("give a prompt with -p TEXT, -f FILE or --tokens 1,2,3");
   if (!tok) return Status::Error("the model has no tokenizer; use --tokens");
   if (!a.chat) return tok->Encode(a.prompt);
   LS_ASSIGN_OR_RETURN(std::string tmpl, ChatTemplateFor(a.run, tok));
@@ -206,8 +208,8 @@ int Run(Args a) {
   auto loaded = LoadRun(a.run, a.parallel);
   if (!loaded.ok()) return Fail(loaded.status());
   LoadedRun& run = *loaded;
-  RunRecord rec{"generate", run.model_path, a.run.draft, run.backend->name(),
-                run.backend->threads(), !a.run.no_hash};
+  RunRecord rec{"generate",          run.model_path,         a.run.draft,
+                run.backend->name(), run.backend->threads(), !a.run.no_hash};
   if (!a.prompts_file.empty())
     return RunMany(a, *run.target, run.proposer.get(), run.tok.get(), rec, run.options);
   auto prompt = PromptTokens(a, run.tok.get());

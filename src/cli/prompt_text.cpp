@@ -29,12 +29,24 @@ std::string ProcessEscapes(std::string_view s) {
     }
     const char e = s[++i];
     switch (e) {
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
-      case '\'': out += '\''; break;
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
       case 'x':
         if (i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
           out += static_cast<char>(hex(s[i + 1]) * 16 + hex(s[i + 2]));
@@ -42,7 +54,8 @@ std::string ProcessEscapes(std::string_view s) {
           break;
         }
         [[fallthrough]];
-      default: out += '\\', out += e;
+      default:
+        out += '\\', out += e;
     }
   }
   return out;
@@ -78,6 +91,8 @@ int PhysicalCores() {
   return hw > 0 ? static_cast<int>(hw) : 1;
 }
 
-bool StderrIsTerminal() { return isatty(STDERR_FILENO) == 1; }
+bool StderrIsTerminal() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 }  // namespace lockstep::cli

@@ -17,8 +17,10 @@ namespace lockstep::cli {
 void AddRunOptions(CLI::App& app, RunArgs& a) {
   a.threads = PhysicalCores();
   app.option_defaults()->always_capture_default();
-  app.add_option("-m,--model", a.model, "target model GGUF (default: models/lockstep-code-target.gguf)");
-  app.add_option("-n,--n-predict", a.n_predict, "tokens to generate")->check(CLI::Range(1, 1 << 20));
+  app.add_option("-m,--model", a.model,
+                 "target model GGUF (default: models/lockstep-code-target.gguf)");
+  app.add_option("-n,--n-predict", a.n_predict, "tokens to generate")
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--temp", a.temp, "temperature (0 = greedy)")
       ->check(FiniteNumber() & CLI::Range(0.0f, 100.0f));
   app.add_option("-s,--seed", a.seed,
@@ -27,9 +29,11 @@ void AddRunOptions(CLI::App& app, RunArgs& a) {
       ->check(CLI::Range(int64_t{-1}, INT64_MAX));
   app.add_option("--top-k", a.top_k, "sample among the k best tokens (0 = all)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--top-p", a.top_p, "sample among the best tokens holding this probability (1 = all)")
+  app.add_option("--top-p", a.top_p,
+                 "sample among the best tokens holding this probability (1 = all)")
       ->check(FiniteNumber() & CLI::Range(0.0f, 1.0f));
-  app.add_option("--min-p", a.min_p, "drop tokens below this fraction of the best one's probability")
+  app.add_option("--min-p", a.min_p,
+                 "drop tokens below this fraction of the best one's probability")
       ->check(FiniteNumber() & CLI::Range(0.0f, 1.0f));
   app.add_option("--repeat-penalty", a.repeat_penalty,
                  "divide positive logits (multiply negative) of recently seen tokens (1 = off)")

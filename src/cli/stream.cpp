@@ -54,15 +54,15 @@ class Printer {
 
 }  // namespace
 
-Expected<StreamedRun> GenerateStreaming(const model::Model& target,
-                                        speculative::Proposer* proposer,
+Expected<StreamedRun> GenerateStreaming(const model::Model& target, speculative::Proposer* proposer,
                                         std::span<const int32_t> prompt,
                                         const engine::GenerateOptions& opt,
                                         const tokenizer::Tokenizer* tok, const StreamOptions& so) {
   if (prompt.empty()) return Status::Error("generate: the prompt has no tokens");
   const bool spec = proposer != nullptr && opt.draft_max > 0;
-  LS_ASSIGN_OR_RETURN(auto eng, engine::Engine::Create(target, spec ? proposer : nullptr,
-                                                       engine::SingleSequenceOptions(prompt, opt, spec)));
+  LS_ASSIGN_OR_RETURN(auto eng,
+                      engine::Engine::Create(target, spec ? proposer : nullptr,
+                                             engine::SingleSequenceOptions(prompt, opt, spec)));
   Printer printer(tok, so);
   eng->set_token_sink([&printer](engine::SeqId, int32_t id) { printer.Token(id); });
   LS_ASSIGN_OR_RETURN(const engine::SeqId id, eng->Submit(engine::ToRequest(prompt, opt, spec)));

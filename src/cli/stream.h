@@ -15,7 +15,7 @@ namespace lockstep::cli {
 
 struct StreamOptions {
   FILE* out = stdout;
-  bool hide_thinking = false;                  // drop <|channel>...<channel|> spans from the text
+  bool hide_thinking = false;                    // drop <|channel>...<channel|> spans from the text
   const std::atomic<bool>* interrupt = nullptr;  // set by Ctrl-C: stop after the current step
 };
 
@@ -27,8 +27,7 @@ struct StreamedRun {
 
 // Prints decoded text (or ids when `tok` is null) as it is generated. The tokens are exactly
 // engine::Generate's for the same arguments: streaming only observes the emitted ids.
-Expected<StreamedRun> GenerateStreaming(const model::Model& target,
-                                        speculative::Proposer* proposer,
+Expected<StreamedRun> GenerateStreaming(const model::Model& target, speculative::Proposer* proposer,
                                         std::span<const int32_t> prompt,
                                         const engine::GenerateOptions& opt,
                                         const tokenizer::Tokenizer* tok, const StreamOptions& so);

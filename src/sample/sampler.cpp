@@ -96,8 +96,7 @@ int32_t GreedyOf(const Values& v, size_t n) {
 
 // Writes the candidates left by top-k, min-p and top-p into cand[from...]; returns false when no
 // filter applies (every id stays a candidate and `cand` is untouched).
-bool Filter(const Settings& s, const Values& v, size_t n, std::vector<int32_t>& cand,
-            size_t from) {
+bool Filter(const Settings& s, const Values& v, size_t n, std::vector<int32_t>& cand, size_t from) {
   const auto by_rank = [&v](int32_t a, int32_t b) { return v.RanksBefore(a, b); };
   const bool top_k = s.top_k > 0 && static_cast<size_t>(s.top_k) < n;
   const bool min_p = s.min_p > 0.0f, top_p = s.top_p < 1.0f;
@@ -115,15 +114,17 @@ bool Filter(const Settings& s, const Values& v, size_t n, std::vector<int32_t>& 
   for (size_t i = 0; i < size; ++i) best = std::max(best, static_cast<double>(v(begin[i])));
   if (min_p) {
     const double floor = best + t * std::log(static_cast<double>(s.min_p));
-    const auto keep_end = std::partition(begin, begin + static_cast<std::ptrdiff_t>(size),
-        [&](int32_t i) { return static_cast<double>(v(i)) >= floor; });
+    const auto keep_end =
+        std::partition(begin, begin + static_cast<std::ptrdiff_t>(size),
+                       [&](int32_t i) { return static_cast<double>(v(i)) >= floor; });
     size = static_cast<size_t>(keep_end - begin);
   }
   if (top_p && size > 1) {
     // The mass is summed over the candidates in id order, the prefix taken in rank order.
     std::sort(begin, begin + static_cast<std::ptrdiff_t>(size));
     double total = 0;
-    for (size_t i = 0; i < size; ++i) total += std::exp((static_cast<double>(v(begin[i])) - best) / t);
+    for (size_t i = 0; i < size; ++i)
+      total += std::exp((static_cast<double>(v(begin[i])) - best) / t);
     std::sort(begin, begin + static_cast<std::ptrdiff_t>(size), by_rank);
     double mass = 0;
     size_t keep = 0;

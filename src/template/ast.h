@@ -41,16 +41,27 @@ struct Expr {
 };
 
 struct Stmt {
-  enum class Kind { kText, kOutput, kComment, kIf, kFor, kSet, kMacro, kCallBlock, kFilterBlock,
-                    kBreak, kContinue };
+  enum class Kind {
+    kText,
+    kOutput,
+    kComment,
+    kIf,
+    kFor,
+    kSet,
+    kMacro,
+    kCallBlock,
+    kFilterBlock,
+    kBreak,
+    kContinue
+  };
   Kind kind;
   int line = 0;
-  std::string text;               // kText; kMacro: the macro's name
-  ExprPtr expr;                   // output, if test, for iterable, set value, filter, call
-  ExprPtr target;                 // set target, for loop variable(s)
-  std::vector<ExprPtr> params;    // macro / caller parameters (identifiers or name=default)
+  std::string text;             // kText; kMacro: the macro's name
+  ExprPtr expr;                 // output, if test, for iterable, set value, filter, call
+  ExprPtr target;               // set target, for loop variable(s)
+  std::vector<ExprPtr> params;  // macro / caller parameters (identifiers or name=default)
   std::vector<Stmt> body;
-  std::vector<Stmt> alternate;    // else / elif branch, for-else
+  std::vector<Stmt> alternate;  // else / elif branch, for-else
 };
 
 // Parses tokens into statements. Throws Error naming the line of an unknown or malformed

@@ -13,16 +13,15 @@ namespace lockstep::jinja {
 namespace {
 
 constexpr std::string_view kFilters[] = {
-    "abs",     "bool",       "capitalize", "count",     "d",         "default", "dictsort",
-    "first",   "float",      "indent",     "int",       "items",     "join",    "last",
-    "length",  "list",       "lower",      "map",       "reject",    "rejectattr", "replace",
-    "reverse", "safe",       "select",     "selectattr", "sort",     "string",  "title",
-    "tojson",  "trim",       "unique",     "upper"};
+    "abs",        "bool",   "capitalize", "count",      "d",       "default", "dictsort", "first",
+    "float",      "indent", "int",        "items",      "join",    "last",    "length",   "list",
+    "lower",      "map",    "reject",     "rejectattr", "replace", "reverse", "safe",     "select",
+    "selectattr", "sort",   "string",     "title",      "tojson",  "trim",    "unique",   "upper"};
 
 constexpr std::string_view kTests[] = {
-    "boolean", "callable", "defined", "divisibleby", "eq",    "equalto", "even",  "false",
-    "in",      "integer",  "iterable", "lower",      "mapping", "ne",    "none",  "number",
-    "odd",     "sameas",   "sequence", "string",     "true",  "undefined", "upper"};
+    "boolean", "callable", "defined",  "divisibleby", "eq",      "equalto",   "even", "false",
+    "in",      "integer",  "iterable", "lower",       "mapping", "ne",        "none", "number",
+    "odd",     "sameas",   "sequence", "string",      "true",    "undefined", "upper"};
 
 Value Arg(const Args& a, size_t i, std::string_view keyword, const Value& fallback) {
   if (i < a.positional.size()) return a.positional[i];
@@ -316,9 +315,12 @@ int Compare(const Value& a, const Value& b, bool case_sensitive) {
     if (a.kind() == b.kind()) return 0;
     throw Error(fmt::format("cannot compare {} with {}", a.TypeName(), b.TypeName()));
   }
-  const auto numeric = [](const Value& v) { return v.is_number() || v.kind() == Value::Kind::kBool; };
+  const auto numeric = [](const Value& v) {
+    return v.is_number() || v.kind() == Value::Kind::kBool;
+  };
   if (numeric(a) && numeric(b)) {
-    const double x = a.is_number() ? a.number() : a.boolean(), y = b.is_number() ? b.number() : b.boolean();
+    const double x = a.is_number() ? a.number() : a.boolean(),
+                 y = b.is_number() ? b.number() : b.boolean();
     return x < y ? -1 : x > y ? 1 : 0;
   }
   if (!a.is_string() || !b.is_string())

@@ -12,8 +12,12 @@
 namespace lockstep::jinja {
 namespace {
 
-bool NumberLike(const Value& v) { return v.is_number() || v.kind() == Value::Kind::kBool; }
-double NumberOf(const Value& v) { return v.is_number() ? v.number() : v.boolean(); }
+bool NumberLike(const Value& v) {
+  return v.is_number() || v.kind() == Value::Kind::kBool;
+}
+double NumberOf(const Value& v) {
+  return v.is_number() ? v.number() : v.boolean();
+}
 
 // `a op b` for two numbers; the result is a float when either operand is.
 Value Arithmetic(const std::string& op, const Value& l, const Value& r) {
@@ -53,23 +57,12 @@ std::optional<bool> Contains(const Value& item, const Value& container) {
   return std::nullopt;
 }
 
-// The UTF-16 unit at `i` (negative from the end) as UTF-8; a lone surrogate becomes U+FFFD.
+// The UTF-16 unit at `i` (negative from the end) as UTF-8, as JavaScript indexes strings.
 Value StringIndex(const std::string& s, double i) {
   const std::u16string u = ToUtf16(s);
   const double at = i < 0 ? static_cast<double>(u.size()) + i : i;
   if (at < 0 || at >= static_cast<double>(u.size())) return Value();
-  const char16_t c = u[static_cast<size_t>(at)];
-  if (c >= 0xD800 && c <= 0xDFFF) return Value::String("\xEF\xBF\xBD");
-  std::string out;
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6)), out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xE0 | (c >> 12)), out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
-  return Value::String(out);
+  return Value::String(Utf8(u[static_cast<size_t>(at)]));  // a lone surrogate: U+FFFD
 }
 
 // A readable name for the callee in "is not callable" errors.
@@ -124,7 +117,7 @@ Value Interpreter::EvalMember(const Expr& e, Scope& scope) {
     const auto part = [&](const ExprPtr& p) { return p ? Eval(*p, scope) : Value(); };
     return Slice(object, part(e.b->a), part(e.b->b), part(e.b->c));
   }
-  const Value key = e.computed ? Eval(*e.b, scope)
+  const Value key = e.computed                             ? Eval(*e.b, scope)
                     : e.b->kind == Expr::Kind::kIdentifier ? Value::String(e.b->name)
                                                            : e.b->literal;
   if ((object.is_array() || object.is_string()) && key.kind() == Value::Kind::kInt) {
@@ -164,8 +157,10 @@ Args Interpreter::EvalArgs(const std::vector<ExprPtr>& items, Scope& scope) {
 
 Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
   switch (e.kind) {
-    case Expr::Kind::kLiteral: return e.literal;
-    case Expr::Kind::kIdentifier: return scope.Lookup(e.name);
+    case Expr::Kind::kLiteral:
+      return e.literal;
+    case Expr::Kind::kIdentifier:
+      return scope.Lookup(e.name);
     case Expr::Kind::kArray:
     case Expr::Kind::kTuple: {
       Value::Array items;
@@ -180,13 +175,17 @@ Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
         const Value v = Eval(*e.items[i + 1], scope);
         auto it = std::find_if(entries.begin(), entries.end(),
                                [&](const auto& kv) { return kv.first == key.str(); });
-        if (it != entries.end()) it->second = v;
-        else entries.emplace_back(key.str(), v);
+        if (it != entries.end())
+          it->second = v;
+        else
+          entries.emplace_back(key.str(), v);
       }
       return Value::MakeObject(std::move(entries));
     }
-    case Expr::Kind::kMember: return EvalMember(e, scope);
-    case Expr::Kind::kCall: return EvalCall(e, scope);
+    case Expr::Kind::kMember:
+      return EvalMember(e, scope);
+    case Expr::Kind::kCall:
+      return EvalCall(e, scope);
     case Expr::Kind::kUnary: {
       const Value v = Eval(*e.a, scope);
       if (e.name == "not") return Value::Bool(!v.Truthy());
@@ -195,18 +194,21 @@ Value Interpreter::EvalInner(const Expr& e, Scope& scope) {
       const double x = (e.name == "-" ? -1 : 1) * (v.is_number() ? v.number() : v.boolean());
       return v.kind() == Value::Kind::kFloat ? Value::Float(x) : Value::Int(x);
     }
-    case Expr::Kind::kBinary: return EvalBinary(e, scope);
+    case Expr::Kind::kBinary:
+      return EvalBinary(e, scope);
     case Expr::Kind::kFilter:
       return ApplyFilter(e.name, Eval(*e.a, scope), EvalArgs(e.items, scope));
     case Expr::Kind::kTest: {
       const bool r = ApplyTest(e.name, Eval(*e.a, scope), EvalArgs(e.items, scope));
       return Value::Bool(e.negate ? !r : r);
     }
-    case Expr::Kind::kSelect: return Eval(*e.b, scope).Truthy() ? Eval(*e.a, scope) : Value();
+    case Expr::Kind::kSelect:
+      return Eval(*e.b, scope).Truthy() ? Eval(*e.a, scope) : Value();
     case Expr::Kind::kTernary:
       return Eval(*e.b, scope).Truthy() ? Eval(*e.a, scope) : Eval(*e.c, scope);
     case Expr::Kind::kSlice:
-    case Expr::Kind::kKeyword: break;
+    case Expr::Kind::kKeyword:
+      break;
   }
   throw Error("this expression cannot stand here");
 }

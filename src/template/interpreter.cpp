@@ -39,8 +39,11 @@ bool Mentions(const std::vector<Stmt>& body, std::string_view name) {
 
 Flow Interpreter::ExecInner(const Stmt& s, Scope& scope, std::string& out) {
   switch (s.kind) {
-    case Stmt::Kind::kText: out += s.text; break;
-    case Stmt::Kind::kComment: break;
+    case Stmt::Kind::kText:
+      out += s.text;
+      break;
+    case Stmt::Kind::kComment:
+      break;
     case Stmt::Kind::kOutput: {
       const Value v = Eval(*s.expr, scope);
       if (!v.is_none() && !v.is_undefined()) out += v.ToString();
@@ -48,8 +51,11 @@ Flow Interpreter::ExecInner(const Stmt& s, Scope& scope, std::string& out) {
     }
     case Stmt::Kind::kIf:
       return Exec(Eval(*s.expr, scope).Truthy() ? s.body : s.alternate, scope, out);
-    case Stmt::Kind::kFor: return ExecFor(s, scope, out);
-    case Stmt::Kind::kSet: ExecSet(s, scope); break;
+    case Stmt::Kind::kFor:
+      return ExecFor(s, scope, out);
+    case Stmt::Kind::kSet:
+      ExecSet(s, scope);
+      break;
     case Stmt::Kind::kMacro: {
       const Stmt* macro = &s;
       scope.Set(s.text, Value::MakeFunction(s.text, [macro](const Args& a, CallContext& ctx) {
@@ -57,17 +63,21 @@ Flow Interpreter::ExecInner(const Stmt& s, Scope& scope, std::string& out) {
                 }));
       break;
     }
-    case Stmt::Kind::kCallBlock: out += ExecCallBlock(s, scope); break;
+    case Stmt::Kind::kCallBlock:
+      out += ExecCallBlock(s, scope);
+      break;
     case Stmt::Kind::kFilterBlock: {
       std::string body;
       if (Exec(s.body, scope, body) != Flow::kNormal)
         throw Error("'break' or 'continue' inside a filter block");
-      out += ApplyFilter(s.expr->name, Value::String(body), EvalArgs(s.expr->items, scope))
-                 .ToString();
+      out +=
+          ApplyFilter(s.expr->name, Value::String(body), EvalArgs(s.expr->items, scope)).ToString();
       break;
     }
-    case Stmt::Kind::kBreak: return Flow::kBreak;
-    case Stmt::Kind::kContinue: return Flow::kContinue;
+    case Stmt::Kind::kBreak:
+      return Flow::kBreak;
+    case Stmt::Kind::kContinue:
+      return Flow::kContinue;
   }
   return Flow::kNormal;
 }
@@ -89,7 +99,8 @@ Flow Interpreter::ExecFor(const Stmt& s, Scope& outer, std::string& out) {
   Scope scope{&outer, {}};
   const Expr* iterable = s.expr.get();
   const Expr* condition = nullptr;
-  if (iterable->kind == Expr::Kind::kSelect) condition = iterable->b.get(), iterable = iterable->a.get();
+  if (iterable->kind == Expr::Kind::kSelect)
+    condition = iterable->b.get(), iterable = iterable->a.get();
   Value seq = Eval(*iterable, scope);
   if (seq.is_object()) {
     Value::Array keys;
@@ -110,15 +121,16 @@ Flow Interpreter::ExecFor(const Stmt& s, Scope& outer, std::string& out) {
   const double n = static_cast<double>(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const double k = static_cast<double>(i);
-    scope.Set("loop", Value::MakeObject({{"index", Value::Int(k + 1)},
-                                         {"index0", Value::Int(k)},
-                                         {"revindex", Value::Int(n - k)},
-                                         {"revindex0", Value::Int(n - k - 1)},
-                                         {"first", Value::Bool(i == 0)},
-                                         {"last", Value::Bool(i + 1 == items.size())},
-                                         {"length", Value::Int(n)},
-                                         {"previtem", i > 0 ? items[i - 1] : Value()},
-                                         {"nextitem", i + 1 < items.size() ? items[i + 1] : Value()}}));
+    scope.Set("loop",
+              Value::MakeObject({{"index", Value::Int(k + 1)},
+                                 {"index0", Value::Int(k)},
+                                 {"revindex", Value::Int(n - k)},
+                                 {"revindex0", Value::Int(n - k - 1)},
+                                 {"first", Value::Bool(i == 0)},
+                                 {"last", Value::Bool(i + 1 == items.size())},
+                                 {"length", Value::Int(n)},
+                                 {"previtem", i > 0 ? items[i - 1] : Value()},
+                                 {"nextitem", i + 1 < items.size() ? items[i + 1] : Value()}}));
     Bind(*s.target, items[i], scope);
     // An iteration left by break or continue prints nothing, as in the reference engine.
     std::string body;
@@ -145,8 +157,8 @@ void Interpreter::ExecSet(const Stmt& s, Scope& scope) {
   if (t.kind != Expr::Kind::kMember) return Bind(t, rhs, scope);
   const Value object = Eval(*t.a, scope);
   if (!object.is_namespace())
-    throw Error(fmt::format("cannot set an attribute of {} (only of a namespace())",
-                            object.TypeName()));
+    throw Error(
+        fmt::format("cannot set an attribute of {} (only of a namespace())", object.TypeName()));
   if (t.b->kind != Expr::Kind::kIdentifier) throw Error("cannot set this attribute of a namespace");
   object.SetEntry(t.b->name, std::move(rhs));
 }
@@ -194,17 +206,17 @@ std::string Interpreter::ExecCallBlock(const Stmt& s, Scope& scope) {
   auto alive = std::make_shared<bool>(true);
   const Stmt* block = &s;
   Scope* home = &scope;
-  const Value caller = Value::MakeFunction("caller", [block, home, alive](const Args& a,
-                                                                         CallContext& ctx) {
-    if (!*alive) throw Error("caller() used after its call block ended");
-    Scope inner{home, {}};
-    for (size_t i = 0; i < block->params.size(); ++i)
-      inner.Set(block->params[i]->name, i < a.positional.size() ? a.positional[i] : Value());
-    std::string out;
-    if (ctx.interp->Exec(block->body, inner, out) != Flow::kNormal)
-      throw Error("'break' or 'continue' outside a loop in a call block");
-    return Value::String(out);
-  });
+  const Value caller =
+      Value::MakeFunction("caller", [block, home, alive](const Args& a, CallContext& ctx) {
+        if (!*alive) throw Error("caller() used after its call block ended");
+        Scope inner{home, {}};
+        for (size_t i = 0; i < block->params.size(); ++i)
+          inner.Set(block->params[i]->name, i < a.positional.size() ? a.positional[i] : Value());
+        std::string out;
+        if (ctx.interp->Exec(block->body, inner, out) != Flow::kNormal)
+          throw Error("'break' or 'continue' outside a loop in a call block");
+        return Value::String(out);
+      });
   Scope with_caller{&scope, {{"caller", caller}}};
   const Expr& call = *s.expr;
   const Value fn = Eval(*call.a, scope);

@@ -111,19 +111,26 @@ Source DropGenerationMarkers(const Source& in) {
 }
 
 constexpr std::array<std::pair<std::string_view, Tok>, 29> kSymbols = {{
-    {"{%", Tok::kOpenStatement}, {"%}", Tok::kCloseStatement}, {"{{", Tok::kOpenExpression},
-    {"}}", Tok::kCloseExpression}, {"(", Tok::kOpenParen}, {")", Tok::kCloseParen},
-    {"{", Tok::kOpenBrace}, {"}", Tok::kCloseBrace}, {"[", Tok::kOpenBracket},
-    {"]", Tok::kCloseBracket}, {",", Tok::kComma}, {".", Tok::kDot}, {":", Tok::kColon},
-    {"|", Tok::kPipe}, {"<=", Tok::kComparison}, {">=", Tok::kComparison},
-    {"==", Tok::kComparison}, {"!=", Tok::kComparison}, {"<", Tok::kComparison},
-    {">", Tok::kComparison}, {"+", Tok::kAdditive}, {"-", Tok::kAdditive},
-    {"~", Tok::kAdditive}, {"**", Tok::kPower}, {"*", Tok::kMultiplicative},
-    {"//", Tok::kMultiplicative}, {"/", Tok::kMultiplicative}, {"%", Tok::kMultiplicative},
+    {"{%", Tok::kOpenStatement},  {"%}", Tok::kCloseStatement},
+    {"{{", Tok::kOpenExpression}, {"}}", Tok::kCloseExpression},
+    {"(", Tok::kOpenParen},       {")", Tok::kCloseParen},
+    {"{", Tok::kOpenBrace},       {"}", Tok::kCloseBrace},
+    {"[", Tok::kOpenBracket},     {"]", Tok::kCloseBracket},
+    {",", Tok::kComma},           {".", Tok::kDot},
+    {":", Tok::kColon},           {"|", Tok::kPipe},
+    {"<=", Tok::kComparison},     {">=", Tok::kComparison},
+    {"==", Tok::kComparison},     {"!=", Tok::kComparison},
+    {"<", Tok::kComparison},      {">", Tok::kComparison},
+    {"+", Tok::kAdditive},        {"-", Tok::kAdditive},
+    {"~", Tok::kAdditive},        {"**", Tok::kPower},
+    {"*", Tok::kMultiplicative},  {"//", Tok::kMultiplicative},
+    {"/", Tok::kMultiplicative},  {"%", Tok::kMultiplicative},
     {"=", Tok::kEquals},
 }};
 
-bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsDigit(char c) {
+  return c >= '0' && c <= '9';
+}
 bool IsWord(char c) {
   return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
@@ -136,7 +143,9 @@ class Lexer {
  private:
   int Line() const { return src_.line.empty() ? 1 : src_.line[std::min(pos_, t_.size() - 1)]; }
   [[noreturn]] void Fail(const std::string& m) const { throw Error(m, Line()); }
-  void Push(Tok type, std::string value, int line) { out_.push_back({type, std::move(value), line}); }
+  void Push(Tok type, std::string value, int line) {
+    out_.push_back({type, std::move(value), line});
+  }
   bool InTextMode() const {
     return out_.empty() || out_.back().type == Tok::kCloseStatement ||
            out_.back().type == Tok::kCloseExpression || out_.back().type == Tok::kComment;
@@ -163,9 +172,8 @@ class Lexer {
 bool Lexer::LexText() {
   const size_t start = pos_;
   const int line = Line();
-  while (pos_ < t_.size() &&
-         !(t_[pos_] == '{' && pos_ + 1 < t_.size() &&
-           (t_[pos_ + 1] == '%' || t_[pos_ + 1] == '{' || t_[pos_ + 1] == '#')))
+  while (pos_ < t_.size() && !(t_[pos_] == '{' && pos_ + 1 < t_.size() &&
+                               (t_[pos_ + 1] == '%' || t_[pos_ + 1] == '{' || t_[pos_ + 1] == '#')))
     ++pos_;
   if (pos_ == start) return false;
   Push(Tok::kText, std::string(t_.substr(start, pos_ - start)), line);
@@ -211,15 +219,7 @@ std::string Lexer::LexString(char quote) {
     const std::string hex(t_.substr(pos_, n));
     if (hex.size() != n || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
       Fail("invalid escape \\" + std::string(1, e) + hex);
-    const auto cp = static_cast<uint32_t>(std::stoul(hex, nullptr, 16));
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      s += static_cast<char>(0xC0 | (cp >> 6)), s += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      s += static_cast<char>(0xE0 | (cp >> 12)), s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    s += Utf8(static_cast<uint32_t>(std::stoul(hex, nullptr, 16)));
     pos_ += n;
   }
   ++pos_;
@@ -255,7 +255,8 @@ void Lexer::LexCode() {
   pos_ = SkipSpaces(t_, pos_);
   if (pos_ >= t_.size()) return;
   const int line = Line();
-  for (auto [close, type] : {std::pair{"-%}", Tok::kCloseStatement}, {"-}}", Tok::kCloseExpression}})
+  for (auto [close, type] :
+       {std::pair{"-%}", Tok::kCloseStatement}, {"-}}", Tok::kCloseExpression}})
     if (t_.substr(pos_, 3) == close) {
       Push(type, std::string(close + 1), line);
       pos_ = SkipSpaces(t_, pos_ + 3);

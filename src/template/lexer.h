@@ -8,10 +8,31 @@
 namespace lockstep::jinja {
 
 enum class Tok {
-  kText, kComment, kNumber, kString, kIdentifier, kEquals, kOpenParen, kCloseParen,
-  kOpenStatement, kCloseStatement, kOpenExpression, kCloseExpression, kOpenBracket,
-  kCloseBracket, kOpenBrace, kCloseBrace, kComma, kDot, kColon, kPipe, kAdditive,
-  kMultiplicative, kPower, kComparison, kUnary
+  kText,
+  kComment,
+  kNumber,
+  kString,
+  kIdentifier,
+  kEquals,
+  kOpenParen,
+  kCloseParen,
+  kOpenStatement,
+  kCloseStatement,
+  kOpenExpression,
+  kCloseExpression,
+  kOpenBracket,
+  kCloseBracket,
+  kOpenBrace,
+  kCloseBrace,
+  kComma,
+  kDot,
+  kColon,
+  kPipe,
+  kAdditive,
+  kMultiplicative,
+  kPower,
+  kComparison,
+  kUnary
 };
 
 struct Token {

@@ -41,11 +41,12 @@ std::string Title(std::string s) {
 
 bool HasAffix(const std::string& s, const Value& pattern, bool prefix, std::string_view what) {
   const auto test = [&](const std::string& p) {
-    return s.size() >= p.size() &&
-           (prefix ? s.compare(0, p.size(), p) == 0 : s.compare(s.size() - p.size(), p.size(), p) == 0);
+    return s.size() >= p.size() && (prefix ? s.compare(0, p.size(), p) == 0
+                                           : s.compare(s.size() - p.size(), p.size(), p) == 0);
   };
   if (pattern.is_string()) return test(pattern.str());
-  if (!pattern.is_array()) throw Error(fmt::format("{}() takes a string or a tuple of strings", what));
+  if (!pattern.is_array())
+    throw Error(fmt::format("{}() takes a string or a tuple of strings", what));
   for (const Value& p : pattern.array()) {
     if (!p.is_string()) throw Error(fmt::format("{}() tuple elements must be strings", what));
     if (test(p.str())) return true;
@@ -118,9 +119,9 @@ std::string Replace(const std::string& s, const Args& a) {
   return out + s.substr(start);
 }
 
-constexpr std::string_view kStringMethods[] = {"upper", "lower", "strip", "lstrip", "rstrip",
-                                               "title", "capitalize", "startswith", "endswith",
-                                               "split", "replace"};
+constexpr std::string_view kStringMethods[] = {"upper",    "lower", "strip",      "lstrip",
+                                               "rstrip",   "title", "capitalize", "startswith",
+                                               "endswith", "split", "replace"};
 constexpr std::string_view kObjectMethods[] = {"get", "items", "keys", "values", "dictsort"};
 
 bool Contains(std::span<const std::string_view> names, std::string_view name) {
@@ -134,7 +135,8 @@ Value StringMethod(const std::string& s, std::string_view n, const Args& a) {
   if (n == "lstrip") return Value::String(JsTrim(s, true, false));
   if (n == "rstrip") return Value::String(JsTrim(s, false, true));
   if (n == "title") return Value::String(Title(s));
-  if (n == "capitalize") return Value::String(s.empty() ? s : AsciiUpper(s.substr(0, 1)) + s.substr(1));
+  if (n == "capitalize")
+    return Value::String(s.empty() ? s : AsciiUpper(s.substr(0, 1)) + s.substr(1));
   if (n == "startswith" || n == "endswith") {
     if (a.positional.empty()) throw Error(fmt::format("{}() takes an argument", n));
     return Value::Bool(HasAffix(s, a.positional[0], n == "startswith", n));
@@ -152,7 +154,8 @@ Value Pairs(const Value& object) {
 
 Value ObjectMethod(const Value& o, std::string_view n, const Args& a) {
   if (n == "get") {
-    if (a.positional.empty() || !a.positional[0].is_string()) throw Error("get() takes a string key");
+    if (a.positional.empty() || !a.positional[0].is_string())
+      throw Error("get() takes a string key");
     if (const Value* v = o.Find(a.positional[0].str())) return *v;
     return a.positional.size() > 1 ? a.positional[1] : Value::None();
   }
@@ -200,9 +203,9 @@ Value Range(const Args& a) {
 }
 
 std::string StrftimeNow(const std::string& format) {
-  static constexpr const char* kMonths[] = {"January", "February", "March",     "April",
-                                            "May",     "June",     "July",      "August",
-                                            "September", "October", "November", "December"};
+  static constexpr const char* kMonths[] = {"January",   "February", "March",    "April",
+                                            "May",       "June",     "July",     "August",
+                                            "September", "October",  "November", "December"};
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
   localtime_r(&now, &tm);
@@ -210,14 +213,22 @@ std::string StrftimeNow(const std::string& format) {
   for (size_t i = 0; i < format.size(); ++i) {
     const char f = i + 1 < format.size() && format[i] == '%' ? format[i + 1] : '\0';
     std::string part;
-    if (f == 'Y') part = std::to_string(tm.tm_year + 1900);
-    else if (f == 'm') part = fmt::format("{:02d}", tm.tm_mon + 1);
-    else if (f == 'd') part = fmt::format("{:02d}", tm.tm_mday);
-    else if (f == 'H') part = fmt::format("{:02d}", tm.tm_hour);
-    else if (f == 'M') part = fmt::format("{:02d}", tm.tm_min);
-    else if (f == 'B') part = kMonths[tm.tm_mon];
-    else if (f == 'b') part = std::string(kMonths[tm.tm_mon]).substr(0, 3);
-    else if (f == '%') part = "%";
+    if (f == 'Y')
+      part = std::to_string(tm.tm_year + 1900);
+    else if (f == 'm')
+      part = fmt::format("{:02d}", tm.tm_mon + 1);
+    else if (f == 'd')
+      part = fmt::format("{:02d}", tm.tm_mday);
+    else if (f == 'H')
+      part = fmt::format("{:02d}", tm.tm_hour);
+    else if (f == 'M')
+      part = fmt::format("{:02d}", tm.tm_min);
+    else if (f == 'B')
+      part = kMonths[tm.tm_mon];
+    else if (f == 'b')
+      part = std::string(kMonths[tm.tm_mon]).substr(0, 3);
+    else if (f == '%')
+      part = "%";
     if (part.empty() && f != '%') {
       out += format[i];
       continue;
@@ -249,12 +260,12 @@ Value BuiltinMember(const Value& object, std::string_view name) {
   const bool method = (object.is_string() && Contains(kStringMethods, name)) ||
                       (object.is_object() && Contains(kObjectMethods, name));
   if (!method) return Value();
-  return Value::MakeFunction(std::string(name), [object, n = std::string(name)](const Args& a,
-                                                                               CallContext&) {
-    Value out;
-    CallMethod(object, n, a, &out);
-    return out;
-  });
+  return Value::MakeFunction(std::string(name),
+                             [object, n = std::string(name)](const Args& a, CallContext&) {
+                               Value out;
+                               CallMethod(object, n, a, &out);
+                               return out;
+                             });
 }
 
 Value::Entries Globals() {

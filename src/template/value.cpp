@@ -73,8 +73,10 @@ Value Value::MakeFunction(std::string name, Function fn) {
 
 Value Value::FromJson(const nlohmann::ordered_json& j) {
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return None();
-    case nlohmann::ordered_json::value_t::boolean: return Bool(j.get<bool>());
+    case nlohmann::ordered_json::value_t::null:
+      return None();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Bool(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer:
       return Int(static_cast<double>(j.get<int64_t>()));
     case nlohmann::ordered_json::value_t::number_unsigned:
@@ -83,7 +85,8 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
       const double d = j.get<double>();
       return std::isfinite(d) && d == std::floor(d) ? Int(d) : Float(d);
     }
-    case nlohmann::ordered_json::value_t::string: return String(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::string:
+      return String(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       Array a;
       a.reserve(j.size());
@@ -96,7 +99,8 @@ Value Value::FromJson(const nlohmann::ordered_json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) e.emplace_back(it.key(), FromJson(*it));
       return MakeObject(std::move(e));
     }
-    default: return Value();  // binary and discarded values have no Jinja meaning
+    default:
+      return Value();  // binary and discarded values have no Jinja meaning
   }
 }
 
@@ -119,15 +123,22 @@ void Value::SetEntry(const std::string& key, Value v) const {
 bool Value::Truthy() const {
   switch (kind_) {
     case Kind::kUndefined:
-    case Kind::kNone: return false;
-    case Kind::kBool: return b_;
+    case Kind::kNone:
+      return false;
+    case Kind::kBool:
+      return b_;
     case Kind::kInt:
-    case Kind::kFloat: return num_ != 0 && !std::isnan(num_);
-    case Kind::kString: return !str_.empty();
-    case Kind::kArray: return !array_->empty();
-    case Kind::kObject: return !entries_->empty();
+    case Kind::kFloat:
+      return num_ != 0 && !std::isnan(num_);
+    case Kind::kString:
+      return !str_.empty();
+    case Kind::kArray:
+      return !array_->empty();
+    case Kind::kObject:
+      return !entries_->empty();
     case Kind::kNamespace:
-    case Kind::kFunction: return true;
+    case Kind::kFunction:
+      return true;
   }
   return false;
 }
@@ -157,16 +168,21 @@ std::string JsNumber(double d) {
 
 std::string Value::ToString() const {
   switch (kind_) {
-    case Kind::kUndefined: return "undefined";
-    case Kind::kNone: return "null";
-    case Kind::kBool: return b_ ? "true" : "false";
-    case Kind::kInt: return JsNumber(num_);
+    case Kind::kUndefined:
+      return "undefined";
+    case Kind::kNone:
+      return "null";
+    case Kind::kBool:
+      return b_ ? "true" : "false";
+    case Kind::kInt:
+      return JsNumber(num_);
     case Kind::kFloat:
       if (num_ == 0 && std::signbit(num_)) return "-0.0";
       if (std::isfinite(num_) && num_ == std::floor(num_) && std::fabs(num_) < 1e21)
         return fmt::format("{:.1f}", num_);  // JavaScript's toFixed(1) of a whole number
       return JsNumber(num_);
-    case Kind::kString: return str_;
+    case Kind::kString:
+      return str_;
     case Kind::kArray:
     case Kind::kObject:
     case Kind::kNamespace: {
@@ -174,7 +190,8 @@ std::string Value::ToString() const {
       style.undefined_as_null = false;
       return ToJson(*this, style);
     }
-    case Kind::kFunction: return "function " + str_;
+    case Kind::kFunction:
+      return "function " + str_;
   }
   return {};
 }
@@ -182,30 +199,43 @@ std::string Value::ToString() const {
 std::string Value::ConcatString() const {
   switch (kind_) {
     case Kind::kInt:
-    case Kind::kFloat: return JsNumber(num_);
+    case Kind::kFloat:
+      return JsNumber(num_);
     case Kind::kArray: {
       std::string s;
       for (size_t i = 0; i < array_->size(); ++i) s += (i ? "," : "") + (*array_)[i].ToString();
       return s;
     }
     case Kind::kObject:
-    case Kind::kNamespace: return "[object Map]";
-    default: return ToString();
+    case Kind::kNamespace:
+      return "[object Map]";
+    default:
+      return ToString();
   }
 }
 
 const char* Value::TypeName() const {
   switch (kind_) {
-    case Kind::kUndefined: return "an undefined value";
-    case Kind::kNone: return "none";
-    case Kind::kBool: return "a boolean";
-    case Kind::kInt: return "an integer";
-    case Kind::kFloat: return "a float";
-    case Kind::kString: return "a string";
-    case Kind::kArray: return "a list";
-    case Kind::kObject: return "a mapping";
-    case Kind::kNamespace: return "a namespace";
-    case Kind::kFunction: return "a function";
+    case Kind::kUndefined:
+      return "an undefined value";
+    case Kind::kNone:
+      return "none";
+    case Kind::kBool:
+      return "a boolean";
+    case Kind::kInt:
+      return "an integer";
+    case Kind::kFloat:
+      return "a float";
+    case Kind::kString:
+      return "a string";
+    case Kind::kArray:
+      return "a list";
+    case Kind::kObject:
+      return "a mapping";
+    case Kind::kNamespace:
+      return "a namespace";
+    case Kind::kFunction:
+      return "a function";
   }
   return "?";
 }
@@ -224,14 +254,29 @@ std::string JsonString(std::string_view s, bool ensure_ascii) {
   for (size_t i = 0; i < s.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': out += "\\\""; continue;
-      case '\\': out += "\\\\"; continue;
-      case '\b': out += "\\b"; continue;
-      case '\f': out += "\\f"; continue;
-      case '\n': out += "\\n"; continue;
-      case '\r': out += "\\r"; continue;
-      case '\t': out += "\\t"; continue;
-      default: break;
+      case '"':
+        out += "\\\"";
+        continue;
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\b':
+        out += "\\b";
+        continue;
+      case '\f':
+        out += "\\f";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      default:
+        break;
     }
     if (c < 0x20) {
       out += fmt::format("\\u{:04x}", c);
@@ -251,14 +296,21 @@ std::string JsonString(std::string_view s, bool ensure_ascii) {
 
 std::string ToJson(const Value& v, const JsonStyle& style, int depth) {
   switch (v.kind()) {
-    case Value::Kind::kUndefined: return style.undefined_as_null ? "null" : "undefined";
-    case Value::Kind::kNone: return "null";
-    case Value::Kind::kBool: return v.boolean() ? "true" : "false";
+    case Value::Kind::kUndefined:
+      return style.undefined_as_null ? "null" : "undefined";
+    case Value::Kind::kNone:
+      return "null";
+    case Value::Kind::kBool:
+      return v.boolean() ? "true" : "false";
     case Value::Kind::kInt:
-    case Value::Kind::kFloat: return std::isfinite(v.number()) ? JsNumber(v.number()) : "null";
-    case Value::Kind::kString: return JsonString(v.str(), style.ensure_ascii);
-    case Value::Kind::kFunction: throw Error("cannot convert a function to JSON");
-    default: break;
+    case Value::Kind::kFloat:
+      return std::isfinite(v.number()) ? JsNumber(v.number()) : "null";
+    case Value::Kind::kString:
+      return JsonString(v.str(), style.ensure_ascii);
+    case Value::Kind::kFunction:
+      throw Error("cannot convert a function to JSON");
+    default:
+      break;
   }
   const bool indented = style.indent > 0;
   const std::string item_sep = !style.item_sep.empty() ? style.item_sep : indented ? "," : ", ";
@@ -273,8 +325,9 @@ std::string ToJson(const Value& v, const JsonStyle& style, int depth) {
   } else {
     auto entries = v.entries();
     if (style.sort_keys)
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto& a, const auto& b) { return ToUtf16(a.first) < ToUtf16(b.first); });
+      std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+        return ToUtf16(a.first) < ToUtf16(b.first);
+      });
     for (const auto& [k, e] : entries)
       parts.push_back((indented ? child : "") + JsonString(k, style.ensure_ascii) + key_sep +
                       ToJson(e, style, depth + 1));
@@ -319,15 +372,20 @@ bool StrictEquals(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
   switch (a.kind()) {
     case Value::Kind::kUndefined:
-    case Value::Kind::kNone: return true;
-    case Value::Kind::kBool: return a.boolean() == b.boolean();
-    case Value::Kind::kString: return a.str() == b.str();
-    default: return a.identity() == b.identity();
+    case Value::Kind::kNone:
+      return true;
+    case Value::Kind::kBool:
+      return a.boolean() == b.boolean();
+    case Value::Kind::kString:
+      return a.str() == b.str();
+    default:
+      return a.identity() == b.identity();
   }
 }
 
 bool LooseEquals(const Value& a, const Value& b) {
-  const bool a_nullish = a.is_undefined() || a.is_none(), b_nullish = b.is_undefined() || b.is_none();
+  const bool a_nullish = a.is_undefined() || a.is_none(),
+             b_nullish = b.is_undefined() || b.is_none();
   if (a_nullish || b_nullish) return a_nullish && b_nullish;
   if (IsPrimitive(a) && IsPrimitive(b)) {
     if (a.is_string() && b.is_string()) return a.str() == b.str();
@@ -386,7 +444,8 @@ std::u16string ToUtf16(std::string_view s) {
     uint32_t c = b0;
     if (cp.size() > 1) {
       c = b0 & (0x7F >> cp.size());
-      for (size_t i = 1; i < cp.size(); ++i) c = (c << 6) | (static_cast<unsigned char>(cp[i]) & 0x3F);
+      for (size_t i = 1; i < cp.size(); ++i)
+        c = (c << 6) | (static_cast<unsigned char>(cp[i]) & 0x3F);
     }
     if (c >= 0x10000) {
       c -= 0x10000;
@@ -399,7 +458,27 @@ std::u16string ToUtf16(std::string_view s) {
   return out;
 }
 
-size_t Utf16Length(std::string_view s) { return ToUtf16(s).size(); }
+size_t Utf16Length(std::string_view s) {
+  return ToUtf16(s).size();
+}
+
+std::string Utf8(uint32_t cp) {
+  if ((cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) cp = 0xFFFD;
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+  }
+  if (cp >= 0x800) out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+  if (cp >= 0x80) out += static_cast<char>(0x80 | (cp & 0x3F));
+  return out;
+}
 
 std::string AsciiUpper(std::string s) {
   for (char& c : s)

@@ -41,8 +41,18 @@ using Function = std::function<Value(const Args&, CallContext&)>;
 
 class Value {
  public:
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kArray, kObject, kNamespace,
-                    kFunction };
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kArray,
+    kObject,
+    kNamespace,
+    kFunction
+  };
   using Array = std::vector<Value>;
   // Insertion-ordered entries (JavaScript object order, which the reference engine iterates).
   using Entries = std::vector<std::pair<std::string, Value>>;
@@ -129,6 +139,8 @@ bool IsJsSpaceAt(std::string_view s, size_t i, size_t* len);
 size_t Utf16Length(std::string_view s);
 std::vector<std::string> CodePoints(std::string_view s);
 std::u16string ToUtf16(std::string_view s);
+// The UTF-8 bytes of one code point (surrogates and values past U+10FFFF as U+FFFD).
+std::string Utf8(uint32_t cp);
 std::string AsciiUpper(std::string s);
 std::string AsciiLower(std::string s);
 
