@@ -41,6 +41,19 @@ std::vector<Stmt> Parser::Block(std::initializer_list<std::string_view> ends, co
   return body;
 }
 
+Stmt Parser::NewStmt(Stmt::Kind kind, int line) {
+  Stmt s;
+  s.kind = kind;
+  s.line = line;
+  return s;
+}
+
+std::vector<Stmt> Parser::ElseBranch(std::string_view end, const char* opener, int line) {
+  pos_ += 2;  // {% else
+  Expect(Tok::kCloseStatement, "'%}'");
+  return Block({end}, opener, line);
+}
+
 void Parser::EndTag(std::string_view name) {
   Expect(Tok::kOpenStatement, "'{%'");
   ExpectWord(name);
@@ -61,19 +74,14 @@ Stmt Parser::Statement() {
   if (name == "filter") return FilterBlock(line);
   if (name == "break" || name == "continue") {
     Expect(Tok::kCloseStatement, "'%}'");
-    Stmt s;
-    s.kind = name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue;
-    s.line = line;
-    return s;
+    return NewStmt(name == "break" ? Stmt::Kind::kBreak : Stmt::Kind::kContinue, line);
   }
   pos_ -= 1;
   Fail(fmt::format("unknown statement '{{% {} %}}'", name));
 }
 
 Stmt Parser::Set(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kSet;
-  s.line = line;
+  Stmt s = NewStmt(Stmt::Kind::kSet, line);
   s.target = Sequence(false);
   if (Is(Tok::kEquals)) {
     ++pos_;
@@ -88,9 +96,7 @@ Stmt Parser::Set(int line) {
 }
 
 Stmt Parser::If(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kIf;
-  s.line = line;
+  Stmt s = NewStmt(Stmt::Kind::kIf, line);
   s.expr = Expression();
   Expect(Tok::kCloseStatement, "'%}'");
   s.body = Block({"elif", "else", "endif"}, "if", line);
@@ -100,19 +106,13 @@ Stmt Parser::If(int line) {
     s.alternate.push_back(If(elif_line));  // consumes the shared endif
     return s;
   }
-  if (IsStatement({"else"})) {
-    pos_ += 2;
-    Expect(Tok::kCloseStatement, "'%}'");
-    s.alternate = Block({"endif"}, "if", line);
-  }
+  if (IsStatement({"else"})) s.alternate = ElseBranch("endif", "if", line);
   EndTag("endif");
   return s;
 }
 
 Stmt Parser::For(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kFor;
-  s.line = line;
+  Stmt s = NewStmt(Stmt::Kind::kFor, line);
   s.target = Sequence(true);
   if (s.target->kind != Expr::Kind::kIdentifier && s.target->kind != Expr::Kind::kTuple)
     Fail("expected a loop variable or a tuple of them after 'for'");
@@ -120,19 +120,13 @@ Stmt Parser::For(int line) {
   s.expr = Expression();
   Expect(Tok::kCloseStatement, "'%}'");
   s.body = Block({"endfor", "else"}, "for", line);
-  if (IsStatement({"else"})) {
-    pos_ += 2;
-    Expect(Tok::kCloseStatement, "'%}'");
-    s.alternate = Block({"endfor"}, "for", line);
-  }
+  if (IsStatement({"else"})) s.alternate = ElseBranch("endfor", "for", line);
   EndTag("endfor");
   return s;
 }
 
 Stmt Parser::Macro(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kMacro;
-  s.line = line;
+  Stmt s = NewStmt(Stmt::Kind::kMacro, line);
   if (!Is(Tok::kIdentifier)) Fail("expected a macro name");
   s.text = t_[pos_++].value;
   Expect(Tok::kOpenParen, "'(' after the macro name");
@@ -144,9 +138,7 @@ Stmt Parser::Macro(int line) {
 }
 
 Stmt Parser::CallBlock(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kCallBlock;
-  s.line = line;
+  Stmt s = NewStmt(Stmt::Kind::kCallBlock, line);
   if (Is(Tok::kOpenParen)) ++pos_, s.params = ArgList(true);
   if (!Is(Tok::kIdentifier)) Fail("expected a macro name after 'call'");
   auto callee = Node(Expr::Kind::kIdentifier, Line());
@@ -163,14 +155,9 @@ Stmt Parser::CallBlock(int line) {
 }
 
 Stmt Parser::FilterBlock(int line) {
-  Stmt s;
-  s.kind = Stmt::Kind::kFilterBlock;
-  s.line = line;
-  if (!Is(Tok::kIdentifier)) Fail("expected a filter name");
+  Stmt s = NewStmt(Stmt::Kind::kFilterBlock, line);
   auto f = Node(Expr::Kind::kFilter, line);
-  f->name = t_[pos_++].value;
-  if (!IsKnownFilter(f->name)) Fail(fmt::format("unknown filter '{}'", f->name));
-  if (Is(Tok::kOpenParen)) ++pos_, f->items = ArgList(false);
+  NameAndArgs(*f, "filter", IsKnownFilter);
   s.expr = std::move(f);
   Expect(Tok::kCloseStatement, "'%}'");
   s.body = Block({"endfilter"}, "filter", line);

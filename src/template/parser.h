@@ -65,6 +65,9 @@ class Parser {
   std::vector<Stmt> Block(std::initializer_list<std::string_view> ends, const char* opener,
                           int line);
   void EndTag(std::string_view name);
+  static Stmt NewStmt(Stmt::Kind kind, int line);
+  // After `{% else`: the branch's statements up to `end` (not consumed).
+  std::vector<Stmt> ElseBranch(std::string_view end, const char* opener, int line);
   Stmt Set(int line);
   Stmt If(int line);
   Stmt For(int line);
@@ -74,6 +77,9 @@ class Parser {
 
   ExprPtr Expression();
   ExprPtr Sequence(bool primary);
+  // A filter's or test's name (refused unless `known`) and its optional (arguments).
+  void NameAndArgs(Expr& e, const char* what, bool (*known)(std::string_view));
+  ExprPtr BinaryLevel(Tok type, std::string_view word, ExprPtr (Parser::*next)());
   ExprPtr Or();
   ExprPtr And();
   ExprPtr Not();

@@ -35,26 +35,24 @@ ExprPtr Parser::Sequence(bool primary) {
   return tuple;
 }
 
-ExprPtr Parser::Or() {
-  ExprPtr left = And();
-  while (IsWord("or")) {
+// A left-associative level: operands from `next`, joined by the word `word` (when not empty)
+// or by any token of `type`; the operator is the token's text.
+ExprPtr Parser::BinaryLevel(Tok type, std::string_view word, ExprPtr (Parser::*next)()) {
+  ExprPtr left = (this->*next)();
+  while (word.empty() ? Is(type) : IsWord(word)) {
     auto b = Node(Expr::Kind::kBinary, Line());
-    ++pos_;
-    b->name = "or", b->a = std::move(left), b->b = And();
+    b->name = t_[pos_++].value, b->a = std::move(left), b->b = (this->*next)();
     left = std::move(b);
   }
   return left;
 }
 
+ExprPtr Parser::Or() {
+  return BinaryLevel(Tok::kIdentifier, "or", &Parser::And);
+}
+
 ExprPtr Parser::And() {
-  ExprPtr left = Not();
-  while (IsWord("and")) {
-    auto b = Node(Expr::Kind::kBinary, Line());
-    ++pos_;
-    b->name = "and", b->a = std::move(left), b->b = Not();
-    left = std::move(b);
-  }
-  return left;
+  return BinaryLevel(Tok::kIdentifier, "and", &Parser::Not);
 }
 
 ExprPtr Parser::Not() {
@@ -82,33 +80,15 @@ ExprPtr Parser::Comparison() {
 }
 
 ExprPtr Parser::Additive() {
-  ExprPtr left = Multiplicative();
-  while (Is(Tok::kAdditive)) {
-    auto b = Node(Expr::Kind::kBinary, Line());
-    b->name = t_[pos_++].value, b->a = std::move(left), b->b = Multiplicative();
-    left = std::move(b);
-  }
-  return left;
+  return BinaryLevel(Tok::kAdditive, "", &Parser::Multiplicative);
 }
 
 ExprPtr Parser::Multiplicative() {
-  ExprPtr left = Power();
-  while (Is(Tok::kMultiplicative)) {
-    auto b = Node(Expr::Kind::kBinary, Line());
-    b->name = t_[pos_++].value, b->a = std::move(left), b->b = Power();
-    left = std::move(b);
-  }
-  return left;
+  return BinaryLevel(Tok::kMultiplicative, "", &Parser::Power);
 }
 
 ExprPtr Parser::Power() {
-  ExprPtr left = TestExpr();
-  while (Is(Tok::kPower)) {
-    auto b = Node(Expr::Kind::kBinary, Line());
-    b->name = t_[pos_++].value, b->a = std::move(left), b->b = TestExpr();
-    left = std::move(b);
-  }
-  return left;
+  return BinaryLevel(Tok::kPower, "", &Parser::TestExpr);
 }
 
 ExprPtr Parser::TestExpr() {
@@ -117,14 +97,18 @@ ExprPtr Parser::TestExpr() {
     auto t = Node(Expr::Kind::kTest, Line());
     ++pos_;
     if (IsWord("not")) t->negate = true, ++pos_;
-    if (!Is(Tok::kIdentifier)) Fail("expected a test name after 'is'");
-    t->name = t_[pos_++].value;
-    if (!IsKnownTest(t->name)) Fail(fmt::format("unknown test '{}'", t->name));
-    if (Is(Tok::kOpenParen)) ++pos_, t->items = ArgList(false);
+    NameAndArgs(*t, "test", IsKnownTest);
     t->a = std::move(operand);
     operand = std::move(t);
   }
   return operand;
+}
+
+void Parser::NameAndArgs(Expr& e, const char* what, bool (*known)(std::string_view)) {
+  if (!Is(Tok::kIdentifier)) Fail(fmt::format("expected a {} name", what));
+  e.name = t_[pos_++].value;
+  if (!known(e.name)) Fail(fmt::format("unknown {} '{}'", what, e.name));
+  if (Is(Tok::kOpenParen)) ++pos_, e.items = ArgList(false);
 }
 
 ExprPtr Parser::FilterExpr() {
@@ -132,10 +116,7 @@ ExprPtr Parser::FilterExpr() {
   while (Is(Tok::kPipe)) {
     ++pos_;
     auto f = Node(Expr::Kind::kFilter, Line());
-    if (!Is(Tok::kIdentifier)) Fail("expected a filter name after '|'");
-    f->name = t_[pos_++].value;
-    if (!IsKnownFilter(f->name)) Fail(fmt::format("unknown filter '{}'", f->name));
-    if (Is(Tok::kOpenParen)) ++pos_, f->items = ArgList(false);
+    NameAndArgs(*f, "filter", IsKnownFilter);
     f->a = std::move(operand);
     operand = std::move(f);
   }
