@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/prompt_text.h"
+#include "cli/stream.h"
 #include "testing/run_cli.h"
 
 namespace lockstep {
@@ -160,6 +161,19 @@ TEST(GenerateCli, HelpShowsDefaultsAndThreadsArePhysicalCores) {
 std::string ChatCmd(const std::string& input, const std::string& extra) {
   return fmt::format("printf '{}' | {} chat -m {} --chat-template-file {} -n 12 {}", input,
                      LOCKSTEP_BINARY, Target(), Template(), extra);
+}
+
+TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
+  cli::ThinkingFilter hide(100, 101);
+  std::vector<int32_t> shown;
+  for (int32_t id : {5, 100, 6, 7, 101, 8, 100, 9})  // a second span, left open at the end
+    if (hide.Show(id)) shown.push_back(id);
+  EXPECT_EQ(shown, (std::vector<int32_t>{5, 8}));
+  cli::ThinkingFilter show(std::nullopt, std::nullopt);  // negative control: shown by default
+  shown.clear();
+  for (int32_t id : {5, 100, 6, 101})
+    if (show.Show(id)) shown.push_back(id);
+  EXPECT_EQ(shown.size(), 4u);
 }
 
 TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {

@@ -16,20 +16,17 @@ std::optional<int32_t> FindToken(const tokenizer::Tokenizer& tok, std::string_vi
 // Turns emitted ids into printed text, hiding thinking spans on request.
 class Printer {
  public:
-  Printer(const tokenizer::Tokenizer* tok, const StreamOptions& so) : tok_(tok), so_(so) {
-    if (tok_ && so_.hide_thinking) {
-      open_ = FindToken(*tok_, "<|channel>");
-      close_ = FindToken(*tok_, "<channel|>");
-    }
+  Printer(const tokenizer::Tokenizer* tok, const StreamOptions& so)
+      : tok_(tok),
+        so_(so),
+        thinking_(tok && so.hide_thinking ? FindToken(*tok, "<|channel>") : std::nullopt,
+                  tok && so.hide_thinking ? FindToken(*tok, "<channel|>") : std::nullopt) {
     if (tok_) decoder_.emplace(*tok_);
   }
 
   void Token(int32_t id) {
     if (!tok_) return Write(std::to_string(id) + " ");
-    if (open_ && id == *open_) thinking_ = true;
-    const bool hidden = thinking_;
-    if (close_ && id == *close_) thinking_ = false;
-    if (!hidden) Write(decoder_->Push(id));
+    if (thinking_.Show(id)) Write(decoder_->Push(id));
   }
   void Finish() {
     if (decoder_) Write(decoder_->Flush());
@@ -47,8 +44,7 @@ class Printer {
   const tokenizer::Tokenizer* tok_;
   const StreamOptions& so_;
   std::optional<tokenizer::StreamDecoder> decoder_;
-  std::optional<int32_t> open_, close_;
-  bool thinking_ = false;
+  ThinkingFilter thinking_;
   std::string text_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <span>
 
 #include "core/status.h"
@@ -17,6 +18,24 @@ struct StreamOptions {
   FILE* out = stdout;
   bool hide_thinking = false;                    // drop <|channel>...<channel|> spans from the text
   const std::atomic<bool>* interrupt = nullptr;  // set by Ctrl-C: stop after the current step
+};
+
+// Hides thinking: ids from `open` (<|channel>) through `close` (<channel|>) are not shown.
+class ThinkingFilter {
+ public:
+  ThinkingFilter(std::optional<int32_t> open, std::optional<int32_t> close)
+      : open_(open), close_(close) {}
+  // Whether the token is shown; call once per emitted token, in order.
+  bool Show(int32_t id) {
+    if (open_ && id == *open_) inside_ = true;
+    const bool hidden = inside_;
+    if (close_ && id == *close_) inside_ = false;
+    return !hidden;
+  }
+
+ private:
+  std::optional<int32_t> open_, close_;
+  bool inside_ = false;
 };
 
 struct StreamedRun {
