@@ -240,6 +240,14 @@ TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
   const std::string out = Shell(run, &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"n_generated\":3"), std::string::npos) << out;
+  // --draft without a path takes the installed default drafter the same way.
+  const std::string spec = Shell(fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 "
+                                             "--json --no-hash --draft 2>&1",
+                                             prefix.string()),
+                                 &rc);
+  EXPECT_EQ(rc, 0) << spec;
+  EXPECT_NE(spec.find("\"drafted\":"), std::string::npos) << spec;
+  EXPECT_EQ(out.find("\"drafted\":"), std::string::npos);
   // Negative control: without the installed models the same command cannot find a model.
   fs::remove_all(prefix / "share" / "lockstep");
   EXPECT_NE(Shell(run, &rc).find("lockstep-code-target.gguf"), std::string::npos);

@@ -44,8 +44,10 @@ void AddRunOptions(CLI::App& app, RunArgs& a) {
       ->check(CLI::Range(1, 256));
   app.add_option("-c,--ctx,--ctx-size", a.ctx, "context size (0: prompt + n + draft room)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--draft,--model-draft", a.draft,
-                 "Gemma 4 assistant drafter GGUF: speculative decoding (also -md)");
+  a.draft_option = app.add_option("--draft,--model-draft", a.draft,
+                                  "Gemma 4 assistant drafter GGUF: speculative decoding (also "
+                                  "-md); without a path, the default drafter (found like -m's)")
+                       ->expected(0, 1);
   app.add_option("--draft-max,--spec-draft-n-max", a.draft_max, "tokens drafted per round")
       ->check(CLI::Range(1, 32));
   app.add_option("--draft-p-min", a.draft_p_min, "stop drafting below this draft probability")
@@ -134,6 +136,8 @@ Expected<LoadedRun> LoadRun(RunArgs& a, int max_seqs) {
   LS_ASSIGN_OR_RETURN(r.target, model::Model::Load(r.model_path, *r.backend));
   LS_ASSIGN_OR_RETURN(r.tok, ModelTokenizer(*r.target));
   LS_RETURN_IF_ERROR(SetOptions(a, r.tok.get(), r.options));
+  if (a.draft.empty() && a.draft_option != nullptr && a.draft_option->count() > 0)
+    a.draft = DefaultModelPath("assistant");
   if (!a.draft.empty()) {
     LS_ASSIGN_OR_RETURN(r.draft, model::Model::Load(a.draft, *r.backend));
     LS_ASSIGN_OR_RETURN(r.assistant, model::Assistant::Pair(*r.target, *r.draft));

@@ -25,6 +25,7 @@ struct RunArgs {
   float temp = 0.0f, draft_p_min = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
   int64_t seed = 0;
   bool no_hash = false, ignore_eos = false, fixed_draft = false;
+  const CLI::Option* draft_option = nullptr;  // --draft given without a path: the default drafter
 };
 
 // Declares the shared options on `app`; threads default to the physical cores.
