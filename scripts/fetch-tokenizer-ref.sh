@@ -12,7 +12,7 @@ if [ ! -f node_modules/.package-lock.json ] || ! cmp -s package-lock.json node_m
 fi
 mkdir -p "$out"
 # Regenerate only when the inputs changed (the tokenizer data takes ~15 s).
-stamp="$(cat package-lock.json ./*.js gemma4.jinja | sha256sum | cut -c1-16)"
+stamp="$(cat package-lock.json ./*.js ../data/templates/*.jinja | sha256sum | cut -c1-16)"
 if [ "$(cat "$out/.stamp" 2>/dev/null)" != "$stamp" ]; then
   node gen_tokenizer_ref.js "$out"
   node gen_chat_ref.js "$out"

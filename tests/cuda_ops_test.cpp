@@ -436,17 +436,25 @@ TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
   }
 }
 
-// Token selection: greedy and seeded sampling pick the CPU backend's ids.
+// Token selection: greedy, seeded sampling (top-k, top-p, min-p) and the repeat penalty pick
+// the CPU backend's ids.
 TEST_F(CudaOps, SelectTokensMatchesCpu) {
-  const int64_t rows = 6, vocab = 20000;  // three slices of the device argmax
+  const int64_t rows = 8, vocab = 20000;  // three slices of the device argmax
   auto logits = testing::GaussianRow(rows * vocab, 9, 4.0f);
   // A tie across slices: the lower id wins.
   logits[2 * vocab + 17] = logits[2 * vocab + 15000] = 100.0f;
+  // Row 6's best token was just emitted: a strong repeat penalty must move greedy off it.
+  logits[6 * vocab + 123] = 30.0f;
+  const std::vector<int32_t> recent = {5, 123};
   std::vector<backend::SampleRow> sr(rows);
   for (int64_t r = 0; r < rows; ++r) {
     sr[static_cast<size_t>(r)].position = 10 + r;
     if (r % 2) sr[static_cast<size_t>(r)].settings = {0.8f, 42, r == 3 ? 40 : 0};
   }
+  sr[5].settings.top_p = 0.9f;
+  sr[5].settings.min_p = 0.05f;
+  sr[6].settings.repeat_penalty = 100.0f;
+  sr[6].recent = recent;
   auto run = [&](backend::Backend& be) {
     Tensor t = be.NewTensor(rows, vocab);
     be.FromHost(logits, &t);
@@ -459,6 +467,7 @@ TEST_F(CudaOps, SelectTokensMatchesCpu) {
   const auto got = run(*gpu_);
   EXPECT_EQ(got, run(cpu_));
   EXPECT_EQ(got[2], 17);
+  EXPECT_NE(got[6], 123) << "the repeat penalty was not applied";
 }
 
 }  // namespace

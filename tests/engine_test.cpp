@@ -63,7 +63,8 @@ class HistoryOracle : public speculative::Proposer {
 };
 
 // Sixteen varied requests: prompt lengths 1..40 (every fourth shares the previous prompt's
-// start), greedy and seeded sampling, n_predict 6..40, draft lengths 0..6, some stop tokens.
+// start), greedy and seeded sampling (top-k, top-p, min-p, repeat penalty), n_predict 6..40,
+// draft lengths 0..6, some stop tokens.
 std::vector<Request> Requests(int vocab) {
   std::vector<Request> reqs;
   for (int i = 0; i < 16; ++i) {
@@ -73,6 +74,9 @@ std::vector<Request> Requests(int vocab) {
     for (int p = 0; p < len; ++p) r.prompt.push_back((i * 37 + p * 11 + 5) % vocab);
     r.n_predict = 6 + (i * 13) % 35;
     if (i % 2) r.sampling = {0.9f, static_cast<uint64_t>(100 + i), i % 3 ? 0 : 20};
+    // Filters and the repeat penalty, whose history on verify rows includes the row's drafts.
+    if (i % 4 == 1) r.sampling.top_p = 0.8f, r.sampling.min_p = 0.05f;
+    if (i % 3 == 1) r.sampling.repeat_penalty = 1.5f, r.sampling.repeat_last_n = 1 + i % 9;
     r.draft_max = i % 7;
     r.adaptive_draft = i % 3 != 0;
     if (i % 5 == 4) r.stop_tokens = {static_cast<int32_t>((i * 3) % vocab)};

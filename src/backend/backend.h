@@ -77,6 +77,8 @@ struct RowInfo {
 struct SampleRow {
   sample::Settings settings;
   int64_t position = 0;  // absolute position of the token being chosen
+  // The tokens before `position` the repeat penalty looks at (newest last; empty when off).
+  std::span<const int32_t> recent;
 };
 
 // A store of captured op sequences (CUDA graphs), owned by the workspace whose buffers they

@@ -57,7 +57,11 @@ std::string DefaultModelPath(const std::string& role) {
   if (std::filesystem::exists(name)) return name;
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  for (auto dir = exe.parent_path(); !ec && !dir.empty() && dir != dir.root_path();
+  if (ec) return name;
+  // Installed (cmake --install): PREFIX/bin/lockstep next to PREFIX/share/lockstep/models.
+  const auto installed = exe.parent_path().parent_path() / "share" / "lockstep" / name;
+  if (std::filesystem::exists(installed)) return installed.string();
+  for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
        dir = dir.parent_path())
     if (std::filesystem::exists(dir / name)) return (dir / name).string();
   return name;

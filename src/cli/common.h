@@ -22,8 +22,9 @@ namespace lockstep::cli {
 int Fail(const Status& s);
 // "1,2,3" (spaces allowed) or a JSON array "[1,2,3]".
 Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what);
-// models/lockstep-code-<role>.gguf, looked up next to the working directory, then relative to
-// the executable's source checkout.
+// models/lockstep-code-<role>.gguf, looked up in the working directory, then in the install
+// prefix (PREFIX/share/lockstep/ for PREFIX/bin/lockstep), then up from the executable (a build
+// tree inside the source checkout).
 std::string DefaultModelPath(const std::string& role);
 // The backend --device names: "auto" is cuda when a CUDA device is present, else cpu; an error
 // naming the backends this build and machine have when the named one is not among them.

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/interrupt.h"
+#include "cli/prompt_text.h"
 #include "convert/convert.h"
 
 namespace lockstep::cli {
@@ -22,7 +23,7 @@ constexpr const char* kUsage =
     "  -o, --output FILE   output GGUF (written to FILE.tmp, renamed on success)\n"
     "  --outtype T         f32 (default), f16 or bf16 for matrices; vectors stay f32\n"
     "  --no-tokenizer      do not add tokenizer.* keys even if tokenizer.json exists\n"
-    "  -q, --quiet         no progress bar or notes\n";
+    "  -q, --quiet         no progress bar (drawn only on a terminal) or notes\n";
 
 // Redraws only when the whole percentage changes, so small tensors do not flood the terminal.
 struct ProgressBar {
@@ -81,7 +82,7 @@ int Convert(int argc, char** argv) {
     return 2;
   }
   if (!quiet) {
-    opts.progress = ProgressBar{};
+    if (StderrIsTerminal()) opts.progress = ProgressBar{};  // \r redraws: terminals only
     opts.note = [](const std::string& s) {
       std::fprintf(stderr, "lockstep convert: %s\n", s.c_str());
     };

@@ -1,4 +1,5 @@
-// `lockstep generate`: greedy or seeded sampling from a Gemma 4 GGUF, plain or speculative.
+// `lockstep generate`: greedy or seeded sampling from a Gemma 4 GGUF, plain or speculative; text
+// streams to the terminal, --json prints one object, --prompts-file decodes many together.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +13,10 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/interrupt.h"
+#include "cli/prompt_text.h"
+#include "cli/run_setup.h"
+#include "cli/stream.h"
 #include "engine/generate.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -22,74 +27,43 @@ namespace lockstep::cli {
 namespace {
 
 struct Args {
-  std::string model, prompt, tokens, draft, prompts_file, device = "auto";
-  std::string cache_type_k = "f32", cache_type_v = "f32";
-  int gpu_layers = -1;
-  int n_predict = 64, threads = 2, ctx = 0, draft_max = 3, top_k = 0, parallel = 4;
-  float temp = 0.0f, draft_p_min = 0.0f;
-  int64_t seed = 0;
-  bool no_hash = false;
-  bool json = false, chat = false, ignore_eos = false, compare = false, fixed_draft = false;
+  RunArgs run;
+  std::string prompt, prompt_file, tokens, prompts_file;
+  int parallel = 4;
+  bool json = false, chat = false, compare = false, no_display_prompt = false, no_escape = false;
 };
 
 void AddOptions(CLI::App& app, Args& a) {
-  app.add_option("-m,--model", a.model, "target model GGUF (default: the embedded default model)");
-  app.add_option("-p,--prompt", a.prompt, "prompt text (needs a tokenizer in the model)");
+  AddRunOptions(app, a.run);
+  app.add_option("-p,--prompt", a.prompt, "prompt text ('-' reads stdin; needs a tokenizer)");
+  app.add_option("-f,--file", a.prompt_file, "read the prompt text from a file");
   app.add_option("--tokens", a.tokens, "prompt as comma-separated token ids");
-  app.add_option("-n,--n-predict", a.n_predict, "tokens to generate")
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--temp", a.temp, "temperature (0 = greedy)")
-      ->check(FiniteNumber() & CLI::Range(0.0f, 100.0f));
-  app.add_option("-s,--seed", a.seed,
-                 "sampling seed (each token depends on seed and position only); -1: random, "
-                 "printed")
-      ->check(CLI::Range(int64_t{-1}, INT64_MAX));
-  app.add_option("--top-k", a.top_k, "sample among the k best tokens (0 = all)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("-t,--threads", a.threads, "CPU threads (never changes the output)")
-      ->check(CLI::Range(1, 256));
-  app.add_option("-c,--ctx,--ctx-size", a.ctx, "context size (default: prompt + n + draft room)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--draft,--model-draft", a.draft,
-                 "Gemma 4 assistant drafter GGUF: speculative decoding (also -md)");
-  app.add_option("--draft-max,--spec-draft-n-max", a.draft_max, "tokens drafted per round")
-      ->check(CLI::Range(1, 32));
-  app.add_option("--draft-p-min", a.draft_p_min, "stop drafting below this draft probability")
-      ->check(FiniteNumber())
-      ->check(CLI::Range(0.0f, 1.0f));
-  app.add_flag(
-      "--fixed-draft", a.fixed_draft,
-      "always draft --draft-max tokens (default: adapt K to acceptance; never changes the output)");
+  app.add_flag("--no-escape", a.no_escape,
+               "take \\n, \\t, ... in the prompt literally (default: processed like llama.cpp)");
+  app.add_flag("--no-display-prompt", a.no_display_prompt,
+               "do not echo the prompt before the output");
   app.add_option("--prompts-file", a.prompts_file,
                  "several prompts, one per line (a JSON string of text, or a JSON array of ids); "
                  "prints one JSON line per prompt");
   app.add_option("--parallel", a.parallel, "with --prompts-file: sequences decoded together")
       ->check(CLI::Range(1, 256));
-  app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16");
-  app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16");
-  app.add_option("--device", a.device, "backend: auto (cuda when a GPU is present, else cpu), cpu or cuda");
-  app.add_option("--gpu-layers,--n-gpu-layers", a.gpu_layers,
-                 "accepted for llama.cpp command lines (also -ngl); every layer runs on --device");
   app.add_flag("--chat", a.chat, "wrap the prompt as a user turn with the model's chat template");
-  app.add_flag("--ignore-eos", a.ignore_eos, "do not stop at end-of-generation tokens");
   app.add_flag("--compare", a.compare,
                "with --draft: also run plain decoding and report both speeds");
   app.add_flag("--json", a.json, "print one JSON object instead of text");
-  app.add_flag("--no-hash", a.no_hash,
-               "do not hash the model files for the identity block (hashes are cached by file "
-               "identity and modification time otherwise)");
 }
 
 Expected<std::vector<int32_t>> PromptTokens(const Args& a, const tokenizer::Tokenizer* tok) {
   if (!a.tokens.empty()) return ParseIdList(a.tokens, "--tokens");
-  if (a.prompt.empty()) return Status::Error("give a prompt with -p TEXT or --tokens 1,2,3");
+  if (a.prompt.empty())
+    return Status::Error("give a prompt with -p TEXT, -f FILE or --tokens 1,2,3");
   if (!tok) return Status::Error("the model has no tokenizer; use --tokens");
   if (!a.chat) return tok->Encode(a.prompt);
-  if (tok->chat_template().empty()) return Status::Error("--chat: the model has no chat template");
+  LS_ASSIGN_OR_RETURN(std::string tmpl, ChatTemplateFor(a.run, tok));
   nlohmann::json msgs = nlohmann::json::array({{{"role", "user"}, {"content", a.prompt}}});
   tokenizer::ChatOptions copt;
   if (tok->bos_id() >= 0) copt.bos_token = tok->token_text(tok->bos_id());
-  LS_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(tok->chat_template(), msgs, copt));
+  LS_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(tmpl, msgs, copt));
   return tok->Encode(text, false, true);  // the template carries <bos> itself
 }
 
@@ -122,25 +96,18 @@ Expected<std::vector<std::vector<int32_t>>> PromptsFromFile(const Args& a,
   return prompts;
 }
 
-engine::GenerateOptions Options(const Args& a, const tokenizer::Tokenizer* tok) {
-  engine::GenerateOptions opt;
-  opt.n_predict = a.n_predict;
-  opt.sampling = {a.temp, static_cast<uint64_t>(a.seed), a.top_k};
-  opt.n_ctx = a.ctx;
-  opt.draft_max = a.draft_max;
-  opt.draft_p_min = a.draft_p_min;
-  opt.adaptive_draft = !a.fixed_draft;
-  if (tok && !a.ignore_eos) opt.stop_tokens = tok->eog_ids();
-  return opt;
-}
-
-nlohmann::json Settings(const Args& a) {
+nlohmann::json Settings(const Args& args) {
+  const RunArgs& a = args.run;
   return {{"n_predict", a.n_predict},
           {"temp", a.temp},
           {"seed", a.seed},
           {"top_k", a.top_k},
+          {"top_p", a.top_p},
+          {"min_p", a.min_p},
+          {"repeat_penalty", a.repeat_penalty},
+          {"repeat_last_n", a.repeat_last_n},
           {"ctx", a.ctx},
-          {"chat", a.chat},
+          {"chat", args.chat},
           {"draft_max", a.draft_max},
           {"draft_p_min", a.draft_p_min},
           {"adaptive_draft", !a.fixed_draft},
@@ -179,102 +146,96 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
   return 0;
 }
 
-int Run(Args a) {
-  auto created = CreateBackend(a.device, a.threads);
-  if (!created.ok()) return Fail(created.status());
-  std::unique_ptr<backend::Backend> be = std::move(*created);
-  if (a.gpu_layers >= 0 && be->name() == "cpu")
-    std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
-                 a.gpu_layers);
-  a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
-  const std::string model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
-  auto target = model::Model::Load(model_path, *be);
-  if (!target.ok()) return Fail(target.status());
-  auto loaded_tok = ModelTokenizer(**target);
-  if (!loaded_tok.ok()) return Fail(loaded_tok.status());
-  std::unique_ptr<tokenizer::Tokenizer> tok = std::move(*loaded_tok);
-  engine::GenerateOptions opt = Options(a, tok.get());
-  for (auto [flag, name, type] :
-       {std::tuple{"--cache-type-k", &a.cache_type_k, &opt.cache_type_k},
-        std::tuple{"--cache-type-v", &a.cache_type_v, &opt.cache_type_v}}) {
-    auto t = kv::ParseCacheType(*name);
-    if (!t.ok()) return Fail(Status::Errorf("{}: {}", flag, t.status().message()));
-    *type = *t;
+// Text mode: the prompt echoed, then tokens streamed as they come; Ctrl-C stops and still
+// prints the timings (exit 130).
+int RunStreaming(const Args& a, LoadedRun& run, const RunRecord& rec,
+                 const std::vector<int32_t>& prompt) {
+  const tokenizer::Tokenizer* tok = run.tok.get();
+  if (!a.no_display_prompt) {
+    const std::string shown = !a.prompt.empty() ? a.prompt : tok ? tok->Decode(prompt) : "";
+    std::fputs(shown.c_str(), stdout);
+    std::fflush(stdout);
   }
-
-  std::unique_ptr<model::Model> draft;
-  std::unique_ptr<model::Assistant> assistant;
-  std::unique_ptr<speculative::AssistantProposer> proposer;
-  if (!a.draft.empty()) {
-    auto d = model::Model::Load(a.draft, *be);
-    if (!d.ok()) return Fail(d.status());
-    draft = std::move(*d);
-    auto pair = model::Assistant::Pair(**target, *draft);
-    if (!pair.ok()) return Fail(pair.status());
-    assistant = std::move(*pair);
-    proposer = std::make_unique<speculative::AssistantProposer>(*assistant, a.parallel);
+  InterruptGuard guard;
+  StreamOptions so;
+  so.interrupt = guard.flag();
+  auto res = GenerateStreaming(*run.target, run.proposer.get(), prompt, run.options, tok, so);
+  if (!res.ok()) return Fail(res.status());
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  nlohmann::json j = GenerateJson(rec, Settings(a), prompt, res->result, res->text, false);
+  int rc = res->interrupted ? 130 : 0;
+  if (run.proposer && a.compare && !res->interrupted) {
+    auto plain = engine::Generate(*run.target, nullptr, prompt, run.options);
+    if (!plain.ok()) return Fail(plain.status());
+    j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->result.tokens;
+    // --compare: exit 1 when speculative and plain outputs differ (diff's convention).
+    if (plain->tokens != res->result.tokens) rc = 1;
   }
-  const int n_train = (*target)->config().n_ctx_train;
-  if (a.ctx > n_train)
-    std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
-                 n_train);
-  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads(), !a.no_hash,
-                be->device_name()};
-  if (!a.prompts_file.empty()) return RunMany(a, **target, proposer.get(), tok.get(), rec, opt);
+  if (res->interrupted) std::fprintf(stderr, "lockstep: interrupted\n");
+  std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
+  if (rc == 1) std::fprintf(stderr, "lockstep: speculative and plain outputs DIFFER\n");
+  return rc;
+}
 
-  auto prompt = PromptTokens(a, tok.get());
-  if (!prompt.ok()) return Fail(prompt.status());
-  auto res = engine::Generate(**target, proposer.get(), *prompt, opt);
+int RunJson(const Args& a, LoadedRun& run, const RunRecord& rec,
+            const std::vector<int32_t>& prompt) {
+  auto res = engine::Generate(*run.target, run.proposer.get(), prompt, run.options);
   if (!res.ok()) return Fail(res.status());
   std::optional<engine::GenerateResult> plain;
-  if (proposer && a.compare) {
-    auto p = engine::Generate(**target, nullptr, *prompt, opt);
+  if (run.proposer && a.compare) {
+    auto p = engine::Generate(*run.target, nullptr, prompt, run.options);
     if (!p.ok()) return Fail(p.status());
     plain = std::move(*p);
   }
-  const std::string text = tok ? tok->Decode(res->tokens) : std::string();
-  nlohmann::json j = GenerateJson(rec, Settings(a), *prompt, *res, text, a.json);
+  const std::string text = run.tok ? run.tok->Decode(res->tokens) : std::string();
+  nlohmann::json j = GenerateJson(rec, Settings(a), prompt, *res, text, true);
   if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->tokens;
-  if (a.json) {
-    std::printf("%s\n", DumpJson(j).c_str());
-  } else {
-    if (tok)
-      std::printf("%s\n", text.c_str());
-    else
-      std::printf("%s\n", DumpJson(j["tokens"]).c_str());
-    std::fflush(stdout);
-    std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
+  std::printf("%s\n", DumpJson(j).c_str());
+  return plain && plain->tokens != res->tokens ? 1 : 0;
+}
+
+int Run(Args a) {
+  if (!a.prompt.empty() && !a.prompt_file.empty()) {
+    std::fprintf(stderr, "lockstep generate: give the prompt with -p or with -f, not both\n");
+    return 2;
   }
-  // --compare: exit 1 when speculative and plain outputs differ (diff's convention).
-  if (plain && plain->tokens != res->tokens) {
-    std::fprintf(stderr, "lockstep: speculative and plain outputs DIFFER\n");
-    return 1;
-  }
-  return 0;
+  auto text = ReadPrompt(a.prompt, a.prompt_file);
+  if (!text.ok()) return Fail(text.status());
+  a.prompt = a.no_escape ? *text : ProcessEscapes(*text);
+  auto loaded = LoadRun(a.run, a.parallel);
+  if (!loaded.ok()) return Fail(loaded.status());
+  LoadedRun& run = *loaded;
+  RunRecord rec{"generate",          run.model_path,         a.run.draft,
+                run.backend->name(), run.backend->threads(), !a.run.no_hash,
+                run.backend->device_name()};
+  if (!a.prompts_file.empty())
+    return RunMany(a, *run.target, run.proposer.get(), run.tok.get(), rec, run.options);
+  auto prompt = PromptTokens(a, run.tok.get());
+  if (!prompt.ok()) return Fail(prompt.status());
+  return a.json ? RunJson(a, run, rec, *prompt) : RunStreaming(a, run, rec, *prompt);
 }
 
 }  // namespace
 
 int Generate(int argc, char** argv) {
+  // -cnv / -i (llama.cpp's conversation and interactive modes) run `lockstep chat`.
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "-cnv" || arg == "--conversation" || arg == "-i" || arg == "--interactive") {
+      std::vector<char*> rest(argv, argv + argc);
+      rest.erase(rest.begin() + i);
+      return Chat(static_cast<int>(rest.size()), rest.data());
+    }
+  }
   CLI::App app{
       "Generate tokens with a Gemma 4 model. Output is byte-identical across runs, "
       "thread counts and speculation settings.",
       "lockstep generate"};
   Args a;
   AddOptions(app, a);
-  // llama.cpp's multi-letter single-dash flags, which CLI11 cannot declare: -md, -ngl.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::string& arg : args) {
-    if (arg == "-md") arg = "--model-draft";
-    if (arg == "-ngl") arg = "--n-gpu-layers";
-  }
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
-  try {
-    app.parse(args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
-  }
-  return Run(a);
+  const int rc = ParseOrExit(app, LlamaCppArgs(argc, argv));
+  return rc >= 0 ? rc : Run(a);
 }
 
 }  // namespace lockstep::cli

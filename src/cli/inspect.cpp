@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/variant.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/config.h"
@@ -98,6 +99,7 @@ int PrintJson(const File& f, const InspectOptions& o) {
     auto cfg = model::LoadConfig(f);
     j["config"] =
         cfg.ok() ? model::ConfigToJson(*cfg) : nlohmann::json{{"error", cfg.status().message()}};
+    if (cfg.ok()) j["config"]["variant"] = VariantName(*cfg);
   }
   // Metadata strings come from the file and need not be UTF-8: replace, never throw.
   std::printf("%s\n", DumpJson(j, 2).c_str());
@@ -149,7 +151,8 @@ int PrintText(const File& f, const InspectOptions& o) {
   if (!o.no_config) {
     auto cfg = model::LoadConfig(f);
     if (cfg.ok()) {
-      std::printf("\nmodel config:\n%s", model::ConfigToTable(*cfg).c_str());
+      std::printf("\nmodel config (variant: %s):\n%s", VariantName(*cfg).c_str(),
+                  model::ConfigToTable(*cfg).c_str());
       if (!cfg->is_assistant()) std::printf("%s", KvMemoryTable(*cfg).c_str());
     } else {
       std::printf("\nmodel config: not available: %s\n", cfg.status().message().c_str());

@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/prompt_text.h"
 #include "lab/report.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
@@ -341,7 +342,9 @@ int Lab(int argc, char** argv) {
       "with one command.",
       "lockstep lab"};
   app.require_subcommand(1);
+  app.option_defaults()->always_capture_default();  // --help shows every default
   Common c;
+  c.threads = PhysicalCores();  // as generate's -t
   bool only_ties = false, matrix = false;
   std::string fa, fb;
   int around = 8, draft_max = 3, segment = 64;

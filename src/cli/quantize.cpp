@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/interrupt.h"
+#include "cli/prompt_text.h"
 #include "quant/model_quantize.h"
 
 namespace lockstep::cli {
@@ -21,7 +22,7 @@ constexpr const char* kUsage =
     "removes it.\n"
     "\n"
     "  --threads N   rows quantized in parallel (the output bytes do not depend on N)\n"
-    "  -q, --quiet   no progress bar\n";
+    "  -q, --quiet   no progress bar (drawn only when stderr is a terminal)\n";
 
 void DrawProgress(const quant::QuantizeProgress& p) {
   const double frac =
@@ -79,7 +80,8 @@ int Quantize(int argc, char** argv) {
   quant::QuantizeOptions opts;
   opts.threads = threads;
   opts.cancel = guard.flag();
-  if (!quiet) opts.progress = DrawProgress;
+  // Redrawn with \r: only on a terminal, never into a log file or a pipe.
+  if (!quiet && StderrIsTerminal()) opts.progress = DrawProgress;
   const Status s = quant::QuantizeModel(paths[0], paths[1], *mix, opts);
   // Written or not is decided by the rename alone: an interrupt after it still wrote the file.
   if (!s.ok() && guard.interrupted()) {

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 
 #include "core/check.h"
@@ -97,6 +98,12 @@ Expected<SeqId> Engine::Submit(Request req) {
   if (need > opt_.n_ctx)
     return Status::Errorf("request: prompt ({}) + n_predict ({}) exceeds the context ({})",
                           req.prompt.size(), req.n_predict, opt_.n_ctx);
+  const sample::Settings& st = req.sampling;
+  if (!(st.top_p > 0.0f && st.top_p <= 1.0f) || !(st.min_p >= 0.0f && st.min_p <= 1.0f) ||
+      !(st.repeat_penalty > 0.0f && std::isfinite(st.repeat_penalty)) || st.repeat_last_n < 0)
+    return Status::Errorf("request: top_p {} (0, 1], min_p {} [0, 1], repeat_penalty {} > 0, "
+                          "repeat_last_n {} >= 0 required",
+                          st.top_p, st.min_p, st.repeat_penalty, st.repeat_last_n);
   if (req.draft_max < 0 || req.draft_max > opt_.draft_max)
     return Status::Errorf("request: draft_max {} outside [0, {}] (the engine's draft_max)",
                           req.draft_max, opt_.draft_max);
@@ -197,11 +204,36 @@ Status Engine::Step() {
   if (batch_.size() == 0) return Status::Ok();
   LS_RETURN_IF_ERROR(target_.Forward(batch_, *kv_, ws_, &out_));
   // Only token ids cross to the host (and logits where a request asked for them).
+  // The repeat penalty's history of a row at `pos`: the tokens at positions before pos + 1,
+  // which are the sequence's history and then, on verify rows, its drafts.
+  const auto window = [](const Seq& s, int64_t pos) -> size_t {
+    const sample::Settings& st = s.req.sampling;
+    if (st.repeat_penalty == 1.0f || st.repeat_last_n <= 0) return 0;
+    return static_cast<size_t>(std::min<int64_t>(st.repeat_last_n, pos + 1));
+  };
+  const auto token_at = [](const Seq& s, int64_t q) {
+    const size_t h = s.history.size();
+    if (static_cast<size_t>(q) < h) return s.history[static_cast<size_t>(q)];
+    CHECKF(static_cast<size_t>(q) - h < s.drafts.size(), "repeat window: position {} past the drafts", q);
+    return s.drafts[static_cast<size_t>(q) - h];
+  };
   sample_rows_.clear();
+  size_t n_recent = 0;
   for (int o = 0; o < out_.n_out; ++o) {
     const int r = batch_.out_rows[static_cast<size_t>(o)];
     const Seq& s = *slots_[static_cast<size_t>(batch_.seq[static_cast<size_t>(r)])];
-    sample_rows_.push_back({s.req.sampling, batch_.pos[static_cast<size_t>(r)] + 1});
+    n_recent += window(s, batch_.pos[static_cast<size_t>(r)]);
+  }
+  if (recent_.size() < n_recent) recent_.resize(n_recent);  // grows once, only with penalties
+  size_t at = 0;
+  for (int o = 0; o < out_.n_out; ++o) {
+    const int r = batch_.out_rows[static_cast<size_t>(o)];
+    const Seq& s = *slots_[static_cast<size_t>(batch_.seq[static_cast<size_t>(r)])];
+    const int64_t pos = batch_.pos[static_cast<size_t>(r)];
+    const size_t n = window(s, pos);
+    for (size_t k = 0; k < n; ++k) recent_[at + k] = token_at(s, pos + 1 - static_cast<int64_t>(n - k));
+    sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});
+    at += n;
   }
   if (out_.n_out > 0) {
     target_.backend().SelectTokens(out_.logits, sample_rows_, &ids_dev_);

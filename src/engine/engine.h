@@ -117,6 +117,7 @@ class Engine {
   backend::IntTensor ids_dev_, copy_src_, copy_dst_;
   std::vector<int32_t> ids_, copy_src_host_, copy_dst_host_;
   std::vector<backend::SampleRow> sample_rows_;
+  std::vector<int32_t> recent_;  // repeat-penalty histories the sample rows point into
   std::vector<float> host_logits_;
   std::vector<speculative::DraftRequest> draft_reqs_;
   std::vector<std::vector<int32_t>*> draft_outs_;

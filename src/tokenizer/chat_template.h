@@ -1,4 +1,4 @@
-// Native renderer of the Gemma 4 chat template; refuses templates it does not recognise.
+// Chat templates (Jinja, as GGUF files carry them) rendered into prompt text.
 #pragma once
 
 #include <optional>
@@ -17,13 +17,15 @@ struct ChatOptions {
   std::string bos_token = "<bos>";
 };
 
-// Ok when `template_text` is a Gemma 4 template this renderer reproduces exactly (identified by
-// a fingerprint of its full text); otherwise an error explaining that it is not supported.
+// Ok when `template_text` parses and uses only statements, filters and tests the interpreter
+// implements; otherwise an error naming the template line.
 Status CheckChatTemplate(const std::string& template_text);
 
 // Renders `messages` (OpenAI-style: role, content as string or [{type, text}], tool_calls,
-// tool_responses) exactly as the recognised Jinja template does. The result starts with the
-// BOS text, so encode it with add_bos = false and parse_special = true.
+// tool_responses) with the template, byte for byte as @huggingface/jinja does, with the variables
+// messages, bos_token, add_generation_prompt, enable_thinking (when set) and tools (when not
+// null). Gemma templates start with the BOS text, so encode with add_bos = false and
+// parse_special = true. Runtime errors (including raise_exception) name the template line.
 Expected<std::string> RenderChat(const std::string& template_text, const nlohmann::json& messages,
                                  const ChatOptions& options);
 

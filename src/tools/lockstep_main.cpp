@@ -16,6 +16,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"generate", lockstep::cli::Generate, "generate text with a Gemma 4 model (optionally speculative)"},
+    {"chat", lockstep::cli::Chat, "interactive multi-turn chat through the model's chat template"},
     {"inspect", lockstep::cli::Inspect, "print a GGUF file's metadata, tensors and model config"},
     {"convert", lockstep::cli::Convert, "convert a Hugging Face Gemma 4 checkpoint to GGUF"},
     {"quantize", lockstep::cli::Quantize, "quantize a GGUF model"},

@@ -21,7 +21,7 @@ common.checkPinned();
 const g4 = common.gemma4Json(JSON.parse(fs.readFileSync(common.TOKENIZER_JSON, 'utf8')));
 const config = { tokenizer_class: 'GemmaTokenizer', add_bos_token: true, add_eos_token: false,
   bos_token: '<bos>', eos_token: '<eos>', unk_token: '<unk>', pad_token: '<pad>',
-  chat_template: fs.readFileSync(path.join(__dirname, 'gemma4.jinja'), 'utf8') };
+  chat_template: fs.readFileSync(path.join(__dirname, '..', 'data', 'templates', 'gemma4.jinja'), 'utf8') };
 fs.writeFileSync(path.join(outDir, 'gemma4_tokenizer.json'), JSON.stringify(g4));
 fs.writeFileSync(path.join(outDir, 'gemma4_tokenizer_config.json'), JSON.stringify(config));
 

@@ -12,18 +12,19 @@ void CpuBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> r
          "select: {} rows for {} logit rows and {} ids", rows.size(), logits.rows(), ids->size());
   const size_t n_vocab = static_cast<size_t>(logits.cols());
   // A full-vocabulary row is a long scan: split rows over threads when there are several.
-  // Top-k candidates live in the worker's scratch, grown here to the vocabulary on the calling
-  // thread (which worker takes a row depends on timing, so workers must not grow it).
+  // Candidate and penalty lists live in the worker's scratch, grown here to the vocabulary plus
+  // the history on the calling thread (which worker takes a row depends on timing, so workers
+  // must not grow it).
   for (const SampleRow& s : rows)
-    if (s.settings.temperature > 0.0f && s.settings.top_k > 0) {
-      for (WorkerScratch& ws : worker_) ws.candidates.reserve(n_vocab);
-      break;
+    if (sample::NeedsScratch(s.settings)) {
+      for (WorkerScratch& ws : worker_) ws.candidates.reserve(n_vocab + s.recent.size());
     }
   pool_.ParallelForWorker(static_cast<int64_t>(rows.size()), 1, [&](int w, int64_t b, int64_t e) {
     std::vector<int32_t>* scratch = &worker_[static_cast<size_t>(w)].candidates;
     for (int64_t r = b; r < e; ++r) {
       const SampleRow& s = rows[static_cast<size_t>(r)];
-      ids->data()[r] = sample::Select(s.settings, s.position, {logits.row(r), n_vocab}, scratch);
+      ids->data()[r] = sample::Select(s.settings, s.position, {logits.row(r), n_vocab}, s.recent,
+                                      scratch);
     }
   });
 }

@@ -61,10 +61,15 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
   CHECKF(n <= logits.rows() && n <= ids->size(), "select: {} rows for {} logit rows and {} ids",
          n, logits.rows(), ids->size());
   const int64_t n_vocab = logits.cols();
+  // The device argmax serves greedy rows whose logits need no repeat penalty first; every other
+  // row goes through sample::Select on the host, the CPU backend's function.
+  auto on_device = [](const SampleRow& s) {
+    return s.settings.temperature <= 0.0f &&
+           (s.settings.repeat_penalty == 1.0f || s.recent.empty());
+  };
   greedy_rows_.clear();
   for (int64_t r = 0; r < n; ++r)
-    if (rows[static_cast<size_t>(r)].settings.temperature <= 0.0f)
-      greedy_rows_.push_back(static_cast<int32_t>(r));
+    if (on_device(rows[static_cast<size_t>(r)])) greedy_rows_.push_back(static_cast<int32_t>(r));
   const int64_t n_greedy = static_cast<int64_t>(greedy_rows_.size());
   if (n_greedy > 0) {
     // Row list uploaded once (it is also the output index: greedy row r writes ids[r]).
@@ -77,11 +82,12 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
   sample_logits_.resize(static_cast<size_t>(n_vocab));
   for (int64_t r = 0; r < n; ++r) {
     const SampleRow& s = rows[static_cast<size_t>(r)];
-    if (s.settings.temperature <= 0.0f) continue;
+    if (on_device(s)) continue;
     LS_CUDA_CHECK(cudaMemcpyAsync(sample_logits_.data(), logits.row(r), n_vocab * sizeof(float),
                                   cudaMemcpyDeviceToHost, stream_));
     Synchronize();
-    const int32_t id = sample::Select(s.settings, s.position, sample_logits_, &sampled_ids_);
+    const int32_t id =
+        sample::Select(s.settings, s.position, sample_logits_, s.recent, &sampled_ids_);
     CopyToDevice(ids->data() + r, &id, sizeof(int32_t));
   }
 }

@@ -1,0 +1,259 @@
+// The CLI habits a llama.cpp user brings: streamed output that Ctrl-C stops with timings, the
+// prompt echoed, prompts from -f FILE and stdin with escapes, defaults in --help, -t = cores,
+// and `lockstep chat` (with generate's -cnv / -i) driven through stdin.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/prompt_text.h"
+#include "cli/stream.h"
+#include "testing/run_cli.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Target() {
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
+}
+std::string Drafter() {
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-assistant.gguf";
+}
+std::string Template() {
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/templates/gemma4.jinja";
+}
+
+std::string Scratch(const std::string& name, const std::string& text) {
+  const fs::path dir = fs::temp_directory_path() / "lockstep-tests";
+  fs::create_directories(dir);
+  const fs::path path = dir / fmt::format("{}.{}", name, ::getpid());
+  std::ofstream(path, std::ios::binary) << text;
+  return path.string();
+}
+
+// Runs a shell command line; stdout only unless it redirects stderr itself.
+std::string Shell(const std::string& cmd, int* rc) {
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
+  *rc = WEXITSTATUS(pclose(f));
+  return out;
+}
+
+#define REQUIRE_MODELS() \
+  if (!fs::exists(Target()) || !fs::exists(Drafter())) GTEST_SKIP() << "no models/"
+
+TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
+  REQUIRE_MODELS();
+  int out_pipe[2];
+  ASSERT_EQ(pipe(out_pipe), 0);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    dup2(out_pipe[1], 1), dup2(out_pipe[1], 2);
+    close(out_pipe[0]);
+    execl(LOCKSTEP_BINARY, LOCKSTEP_BINARY, "generate", "-m", Target().c_str(), "-p",
+          "def f(x):", "-n", "4000", "--ignore-eos", nullptr);
+    _exit(127);
+  }
+  close(out_pipe[1]);
+  std::string out;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool running_with_text = false;
+  char buf[4096];
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    pollfd p{out_pipe[0], POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    const ssize_t n = read(out_pipe[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    // Generated text is arriving while the process still runs: it streams.
+    if (out.rfind("def f(x):", 0) == 0 && out.size() > 60 && waitpid(pid, nullptr, WNOHANG) == 0) {
+      running_with_text = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(running_with_text) << "no streamed text before exit: " << out;
+  kill(pid, SIGINT);
+  while (true) {
+    const ssize_t n = read(out_pipe[0], buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(out_pipe[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  EXPECT_NE(out.find("lockstep: interrupted"), std::string::npos) << out;
+  EXPECT_TRUE(std::regex_search(out, std::regex("4 prompt \\+ [0-9]+ generated tokens.*tokens/s")))
+      << out;
+}
+
+TEST(GenerateCli, EchoesThePromptUnlessToldNot) {
+  REQUIRE_MODELS();
+  int rc = 0;
+  const std::string base =
+      fmt::format("{} generate -m {} -p 'def f(x):' -n 4", LOCKSTEP_BINARY, Target());
+  const std::string shown = Shell(base + " 2>/dev/null", &rc);
+  EXPECT_EQ(rc, 0);
+  const std::string hidden = Shell(base + " --no-display-prompt 2>/dev/null", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(shown, "def f(x):" + hidden) << shown;
+  EXPECT_NE(hidden.rfind("def f(x):", 0), 0u);
+}
+
+nlohmann::json PromptJson(const std::string& cmd) {
+  int rc = 0;
+  const std::string out = Shell(cmd + " -n 1 --json --no-hash 2>/dev/null", &rc);
+  EXPECT_EQ(rc, 0) << cmd;
+  const auto j = nlohmann::json::parse(out, nullptr, false);
+  return j.is_object() ? j["prompt_tokens"] : nlohmann::json();
+}
+
+TEST(GenerateCli, PromptFromFileOrStdinWithLlamaCppEscapes) {
+  REQUIRE_MODELS();
+  const std::string bin = fmt::format("{} generate -m {}", LOCKSTEP_BINARY, Target());
+  const std::string file = Scratch("prompt-file", "x = 1\n\ty = '2'");
+  const auto escaped = PromptJson(bin + " -p 'x = 1\\n\\ty = \\x272\\x27'");
+  ASSERT_TRUE(escaped.is_array());
+  EXPECT_EQ(PromptJson(bin + " -f " + file), escaped);
+  EXPECT_EQ(PromptJson("cat " + file + " | " + bin + " -p -"), escaped);
+  // Negative control: --no-escape keeps the backslashes, so the prompt tokens differ.
+  EXPECT_NE(PromptJson(bin + " --no-escape -p 'x = 1\\n\\ty = \\x272\\x27'"), escaped);
+  EXPECT_EQ(lockstep::cli::ProcessEscapes("a\\qb\\\\n\\"), "a\\qb\\n\\");  // unknown kept
+  int rc = 0;
+  testing::RunCli(LOCKSTEP_BINARY, fmt::format("generate -m {} -p x -f {}", Target(), file), &rc);
+  EXPECT_EQ(rc, 2);  // a usage error
+  fs::remove(file);
+}
+
+TEST(GenerateCli, HelpShowsDefaultsAndThreadsArePhysicalCores) {
+  int rc = 0;
+  const std::string help = testing::RunCli(LOCKSTEP_BINARY, "generate --help", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(help.find("=64"), std::string::npos) << help;  // -n
+  EXPECT_NE(help.find("--top-p"), std::string::npos);
+  const int cores = cli::PhysicalCores();
+  EXPECT_GE(cores, 1);
+  EXPECT_TRUE(std::regex_search(
+      help, std::regex(fmt::format("--threads INT:INT in \\[1 - 256\\]={}\\b", cores))))
+      << help;
+  const std::string chat = testing::RunCli(LOCKSTEP_BINARY, "chat --help", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(chat.find("=512"), std::string::npos) << chat;  // chat's longer replies
+}
+
+std::string ChatCmd(const std::string& input, const std::string& extra) {
+  return fmt::format("printf '{}' | {} chat -m {} --chat-template-file {} -n 12 {}", input,
+                     LOCKSTEP_BINARY, Target(), Template(), extra);
+}
+
+TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
+  cli::ThinkingFilter hide(100, 101);
+  std::vector<int32_t> shown;
+  for (int32_t id : {5, 100, 6, 7, 101, 8, 100, 9})  // a second span, left open at the end
+    if (hide.Show(id)) shown.push_back(id);
+  EXPECT_EQ(shown, (std::vector<int32_t>{5, 8}));
+  cli::ThinkingFilter show(std::nullopt, std::nullopt);  // negative control: shown by default
+  shown.clear();
+  for (int32_t id : {5, 100, 6, 101})
+    if (show.Show(id)) shown.push_back(id);
+  EXPECT_EQ(shown.size(), 4u);
+}
+
+TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {
+  REQUIRE_MODELS();
+  int rc = 0;
+  const std::string alone = Shell(ChatCmd("hi\\n/exit\\n", "2>/dev/null"), &rc);
+  EXPECT_EQ(rc, 0);
+  const std::string reset = Shell(ChatCmd("hello\\n/reset\\nhi\\n/exit\\n", "2>/dev/null"), &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(reset, alone);
+  EXPECT_TRUE(reset.ends_with(alone)) << reset << "\n---\n" << alone;
+  EXPECT_NE(reset.find("(new conversation)"), std::string::npos);
+  // The reply is generate's with the same template, streamed after the "> " prompt.
+  const std::string gen =
+      Shell(fmt::format("{} generate -m {} --chat --chat-template-file {} -p hi "
+                        "-n 12 --no-display-prompt 2>/dev/null",
+                        LOCKSTEP_BINARY, Target(), Template()),
+            &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(alone, "> " + gen + "> \n");
+  // Without /reset the second turn's prompt holds the first exchange (end of input also quits).
+  const std::string two = Shell(ChatCmd("hello\\nhi\\n", "2>&1 >/dev/null"), &rc);
+  EXPECT_EQ(rc, 0);
+  std::smatch m;
+  std::vector<int> prompts;
+  for (std::string s = two; std::regex_search(s, m, std::regex("lockstep: ([0-9]+) prompt \\+"));
+       s = m.suffix())
+    prompts.push_back(std::stoi(m[1]));
+  ASSERT_EQ(prompts.size(), 2u) << two;
+  EXPECT_GT(prompts[1], prompts[0] + 4) << two;
+}
+
+TEST(ChatCli, DraftAndLlamaCppAliasesGiveTheSameReplies) {
+  REQUIRE_MODELS();
+  int rc = 0;
+  const std::string input = "def f(x):\\nand g?\\n/exit\\n";
+  const std::string plain = Shell(ChatCmd(input, "2>/dev/null"), &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(Shell(ChatCmd(input, "--draft " + Drafter() + " 2>/dev/null"), &rc), plain);
+  for (const char* alias : {"-cnv", "-i", "--conversation"}) {
+    const std::string cmd = fmt::format(
+        "printf '{}' | {} generate {} -m {} --chat-template-file {} "
+        "-n 12 2>/dev/null",
+        input, LOCKSTEP_BINARY, alias, Target(), Template());
+    EXPECT_EQ(Shell(cmd, &rc), plain) << alias;
+    EXPECT_EQ(rc, 0);
+  }
+  // Negative control: another input gives other output, so the equalities above mean something.
+  EXPECT_NE(Shell(ChatCmd("class A:\\n/exit\\n", "2>/dev/null"), &rc), plain);
+}
+
+TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
+  REQUIRE_MODELS();
+  const fs::path prefix = fs::temp_directory_path() / fmt::format("lockstep-prefix.{}", ::getpid());
+  fs::remove_all(prefix);
+  int rc = 0;
+  const std::string log = Shell(
+      fmt::format("cmake --install {} --prefix {} 2>&1", LOCKSTEP_BUILD_DIR, prefix.string()), &rc);
+  ASSERT_EQ(rc, 0) << log;
+  const std::string run = fmt::format(
+      "cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 --json "
+      "--no-hash 2>&1",
+      prefix.string());
+  const std::string out = Shell(run, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"n_generated\":3"), std::string::npos) << out;
+  // --draft without a path takes the installed default drafter the same way.
+  const std::string spec = Shell(fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 "
+                                             "--json --no-hash --draft 2>&1",
+                                             prefix.string()),
+                                 &rc);
+  EXPECT_EQ(rc, 0) << spec;
+  EXPECT_NE(spec.find("\"drafted\":"), std::string::npos) << spec;
+  EXPECT_EQ(out.find("\"drafted\":"), std::string::npos);
+  // Negative control: without the installed models the same command cannot find a model.
+  fs::remove_all(prefix / "share" / "lockstep");
+  EXPECT_NE(Shell(run, &rc).find("lockstep-code-target.gguf"), std::string::npos);
+  EXPECT_EQ(rc, 1);
+  fs::remove_all(prefix);
+}
+
+}  // namespace
+}  // namespace lockstep
