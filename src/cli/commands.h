@@ -12,5 +12,6 @@ int Quantize(int argc, char** argv);
 int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
 int Lab(int argc, char** argv);
+int Serve(int argc, char** argv);
 
 }  // namespace lockstep::cli

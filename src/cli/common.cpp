@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -154,6 +155,17 @@ Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Mode
         "not be embedded",
         m.file().path(), tok->n_tokens(), m.config().n_vocab, m.config().n_vocab);
   return tok;
+}
+
+std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& arg : args) {
+    if (arg == "-md") arg = "--model-draft";
+    if (arg == "-ngl") arg = "--n-gpu-layers";
+    if (arg == "-np") arg = "--parallel";
+  }
+  std::reverse(args.begin(), args.end());
+  return args;
 }
 
 CLI::Validator FiniteNumber() {

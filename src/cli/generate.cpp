@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/load.h"
 #include "engine/generate.h"
 #include "kv/kv_cache.h"
 #include "model/model.h"
@@ -180,25 +181,12 @@ int RunMany(const Args& a, const model::Model& target, speculative::Proposer* pr
 }
 
 int Run(Args a) {
-  if (a.device == "auto") {
-    const auto have = backend::Available();
-    a.device = std::find(have.begin(), have.end(), "cuda") != have.end() ? "cuda" : "cpu";
-  }
-  if (a.gpu_layers >= 0 && a.device == "cpu")
-    std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
-                 a.gpu_layers);
   a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
-  const std::string model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
-  auto be = backend::Create(a.device, a.threads);
-  if (!be)
-    return Fail(Status::Errorf("--device {}: not available (have: {})", a.device,
-                               fmt::join(backend::Available(), ", ")));
-  auto target = model::Model::Load(model_path, *be);
-  if (!target.ok()) return Fail(target.status());
-  auto loaded_tok = ModelTokenizer(**target);
-  if (!loaded_tok.ok()) return Fail(loaded_tok.status());
-  std::unique_ptr<tokenizer::Tokenizer> tok = std::move(*loaded_tok);
-  engine::GenerateOptions opt = Options(a, tok.get());
+  auto loaded = LoadModels({a.model, a.draft, a.device, a.threads, a.gpu_layers, a.parallel});
+  if (!loaded.ok()) return Fail(loaded.status());
+  LoadedModels& m = *loaded;
+  const tokenizer::Tokenizer* tok = m.tokenizer.get();
+  engine::GenerateOptions opt = Options(a, tok);
   for (auto [flag, name, type] :
        {std::tuple{"--cache-type-k", &a.cache_type_k, &opt.cache_type_k},
         std::tuple{"--cache-type-v", &a.cache_type_v, &opt.cache_type_v}}) {
@@ -206,33 +194,22 @@ int Run(Args a) {
     if (!t.ok()) return Fail(Status::Errorf("{}: {}", flag, t.status().message()));
     *type = *t;
   }
-
-  std::unique_ptr<model::Model> draft;
-  std::unique_ptr<model::Assistant> assistant;
-  std::unique_ptr<speculative::AssistantProposer> proposer;
-  if (!a.draft.empty()) {
-    auto d = model::Model::Load(a.draft, *be);
-    if (!d.ok()) return Fail(d.status());
-    draft = std::move(*d);
-    auto pair = model::Assistant::Pair(**target, *draft);
-    if (!pair.ok()) return Fail(pair.status());
-    assistant = std::move(*pair);
-    proposer = std::make_unique<speculative::AssistantProposer>(*assistant, a.parallel);
-  }
-  const int n_train = (*target)->config().n_ctx_train;
+  speculative::Proposer* proposer = m.proposer.get();
+  const int n_train = m.target->config().n_ctx_train;
   if (a.ctx > n_train)
     std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
                  n_train);
-  RunRecord rec{"generate", model_path, a.draft, be->name(), be->threads(), !a.no_hash};
-  if (!a.prompts_file.empty()) return RunMany(a, **target, proposer.get(), tok.get(), rec, opt);
+  RunRecord rec{"generate",        m.model_path,         a.draft,
+                m.backend->name(), m.backend->threads(), !a.no_hash};
+  if (!a.prompts_file.empty()) return RunMany(a, *m.target, proposer, tok, rec, opt);
 
-  auto prompt = PromptTokens(a, tok.get());
+  auto prompt = PromptTokens(a, tok);
   if (!prompt.ok()) return Fail(prompt.status());
-  auto res = engine::Generate(**target, proposer.get(), *prompt, opt);
+  auto res = engine::Generate(*m.target, proposer, *prompt, opt);
   if (!res.ok()) return Fail(res.status());
   std::optional<engine::GenerateResult> plain;
   if (proposer && a.compare) {
-    auto p = engine::Generate(**target, nullptr, *prompt, opt);
+    auto p = engine::Generate(*m.target, nullptr, *prompt, opt);
     if (!p.ok()) return Fail(p.status());
     plain = std::move(*p);
   }
@@ -266,15 +243,8 @@ int Generate(int argc, char** argv) {
       "lockstep generate"};
   Args a;
   AddOptions(app, a);
-  // llama.cpp's multi-letter single-dash flags, which CLI11 cannot declare: -md, -ngl.
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::string& arg : args) {
-    if (arg == "-md") arg = "--model-draft";
-    if (arg == "-ngl") arg = "--n-gpu-layers";
-  }
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   try {
-    app.parse(args);
+    app.parse(ArgsWithLlamaAliases(argc, argv));
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
   }
