@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,6 +42,8 @@ class Serve : public ::testing::Test {
     s.parallel = 8;
     s.ctx = 512;
     s.config.max_queue = 64;
+    std::ifstream tmpl(std::string(LOCKSTEP_SOURCE_DIR) + "/tests/js/gemma4.jinja");
+    s.config.chat_template.assign(std::istreambuf_iterator<char>(tmpl), {});
     server_ = new testing::InProcessServer(s);
     error_ = new std::string(server_->Start());
   }
@@ -100,7 +104,7 @@ struct Outcome {
   bool operator==(const Outcome& o) const { return tokens == o.tokens && text == o.text; }
 };
 
-Outcome Run(httplib::Client& c, const Spec& s) {
+Outcome Request(httplib::Client& c, const Spec& s) {
   Outcome out;
   auto res = testing::PostJson(c, s.path, s.body);
   if (!res) return out;
@@ -132,7 +136,7 @@ TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
   auto client = server_->Client();
   std::vector<Outcome> solo;
   for (const Spec& s : specs) {
-    solo.push_back(Run(*client, s));
+    solo.push_back(Request(*client, s));
     ASSERT_EQ(solo.back().status, 200) << s.body.dump();
     ASSERT_FALSE(solo.back().tokens.empty());
   }
@@ -141,7 +145,7 @@ TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
   for (size_t i = 0; i < specs.size(); ++i)
     threads.emplace_back([&, i] {
       auto c = server_->Client();
-      together[i] = Run(*c, specs[i]);
+      together[i] = Request(*c, specs[i]);
     });
   for (auto& t : threads) t.join();
   int same = 0;
@@ -155,10 +159,10 @@ TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
   for (size_t i = 0; i < specs.size(); i += 2) {
     Spec changed = specs[i + 1];  // sampled
     changed.body["seed"] = changed.body["seed"].get<int>() + 1000;
-    differ += !(Run(*client, changed) == solo[i + 1]);
+    differ += !(Request(*client, changed) == solo[i + 1]);
     Spec perturbed = specs[i];  // greedy
     perturbed.body["prompt"] = std::string(kPrompts[i % 8]) + " ";
-    differ += !(Run(*client, perturbed) == solo[i]);
+    differ += !(Request(*client, perturbed) == solo[i]);
     controls += 2;
   }
   std::printf(
@@ -170,7 +174,7 @@ TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
   Spec plain = specs[0], drafted = specs[0];
   plain.body["speculative.n_max"] = 0;
   drafted.body["speculative.n_max"] = 3;
-  EXPECT_EQ(Run(*client, plain), Run(*client, drafted));
+  EXPECT_EQ(Request(*client, plain), Request(*client, drafted));
 }
 
 TEST_F(Serve, StreamingEqualsWhole) {
@@ -186,7 +190,7 @@ TEST_F(Serve, StreamingEqualsWhole) {
     body["stream"] = true;
     body["stream_options"] = {{"include_usage", true}};
     Spec streamed{body, path};
-    const Outcome a = Run(*client, whole), b = Run(*client, streamed);
+    const Outcome a = Request(*client, whole), b = Request(*client, streamed);
     EXPECT_EQ(a.status, 200);
     EXPECT_EQ(a, b) << path;
   }
@@ -284,6 +288,34 @@ TEST_F(Serve, NativeCompletionReportsDraftTimings) {
   EXPECT_LE(j["timings"]["draft_n_accepted"].get<int>(), j["timings"]["draft_n"].get<int>());
   EXPECT_EQ(j["timings"]["predicted_n"], j["tokens"].size());
   EXPECT_EQ(j["identity"]["settings"]["seed"].is_number(), true);
+}
+
+TEST_F(Serve, ChatStreamedEqualsWhole) {
+  auto client = server_->Client();
+  json body = {{"messages", {{{"role", "user"}, {"content", "Write a stack class."}}}},
+               {"max_tokens", 12},
+               {"temperature", 0.5},
+               {"seed", 4}};
+  auto whole = testing::PostJson(*client, "/v1/chat/completions", body);
+  ASSERT_TRUE(whole);
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  const json w = json::parse(whole->body);
+  EXPECT_EQ(w["object"], "chat.completion");
+  EXPECT_EQ(w["choices"][0]["message"]["role"], "assistant");
+  body["stream"] = true;
+  auto streamed = testing::PostJson(*client, "/v1/chat/completions", body);
+  ASSERT_TRUE(streamed);
+  int done = 0;
+  const auto events = testing::SseEvents(streamed->body, &done);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string text;
+  for (const json& e : events)
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content"))
+      text += e["choices"][0]["delta"]["content"].get<std::string>();
+  EXPECT_EQ(text, w["choices"][0]["message"]["content"]);
+  EXPECT_EQ(events.back()["identity"]["output_sha256"], w["identity"]["output_sha256"]);
+  EXPECT_EQ(done, 1);
 }
 
 TEST_F(Serve, InfoRoutes) {

@@ -163,6 +163,8 @@ std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv) {
     if (arg == "-md") arg = "--model-draft";
     if (arg == "-ngl") arg = "--n-gpu-layers";
     if (arg == "-np") arg = "--parallel";
+    if (arg == "-ctk") arg = "--cache-type-k";
+    if (arg == "-ctv") arg = "--cache-type-v";
   }
   std::reverse(args.begin(), args.end());
   return args;

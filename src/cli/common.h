@@ -48,9 +48,9 @@ std::string SummaryLine(const nlohmann::json& generate_json);
 // such files too): those ids could never be embedded.
 Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Model& m);
 
-// The arguments after the subcommand with llama.cpp's multi-letter single-dash flags (-md, -ngl,
-// -np), which CLI11 cannot declare, spelled as their long forms; in the reverse order CLI11's
-// parse(vector) takes.
+// The arguments after the subcommand, with llama.cpp's multi-letter single-dash flags (-md,
+// -ngl, -np, -ctk, -ctv), which CLI11 cannot declare, spelled as their long forms; in the
+// reverse order CLI11's parse(vector) takes.
 std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv);
 
 // Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).

@@ -16,7 +16,7 @@ std::string SseEvent(const nlohmann::json& data) {
 
 nlohmann::json Identity(const ResponseInfo& info, const Generation& g) {
   nlohmann::json id = info.identity;
-  id["settings"] = info.params.Settings();
+  id["settings"].update(info.params.Settings());  // the server's settings and the request's
   id["prompt_sha256"] = IdsSha256(info.prompt);
   id["output_sha256"] = IdsSha256(g.tokens());
   return id;

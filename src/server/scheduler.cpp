@@ -124,7 +124,7 @@ void Scheduler::Loop() {
       }
       if (stopping_ && live_.empty() && queued_.empty()) return;
       cancel.swap(cancels_);
-      for (size_t i = 0; i < slots_.size() && !queued_.empty(); ++i) {
+      for (size_t i = 0; i < slots_.size() && !queued_.empty() && !stopping_; ++i) {
         if (slots_[i]) continue;
         slots_[i] = queued_.front();
         slots_[i]->slot_.store(static_cast<int>(i));

@@ -27,6 +27,7 @@ struct ServeSetup {
   int parallel = 8;
   int ctx = 512;
   int draft_max = 3;
+  int threads = 1;              // never changes a token; one thread waits least on a busy machine
   server::ServerConfig config;  // port is forced to 0 (any free port)
 };
 
@@ -42,7 +43,7 @@ class InProcessServer {
     cli::LoadOptions lo;
     lo.model = setup_.model;
     lo.draft = setup_.draft;
-    lo.threads = 2;
+    lo.threads = setup_.threads;
     lo.max_drafting = setup_.parallel;
     auto loaded = cli::LoadModels(lo);
     if (!loaded.ok()) return loaded.status().message();
