@@ -39,7 +39,7 @@ const char* const kPrompts[] = {"def fibonacci(n):",       "class Stack:\n    de
 struct Sample {
   double ttft_ms = 0;
   std::vector<double> gaps_ms;  // between token-carrying events, per token
-  std::string tokens;           // the ids, for the exactness check
+  std::vector<int32_t> tokens;  // the ids, for the exactness check
   int n_tokens = 0;
 };
 
@@ -74,7 +74,7 @@ Sample OneRequest(httplib::Client& c, int prompt, int n_tokens) {
         for (int i = 0; i < k; ++i) s.gaps_ms.push_back(ms / k);
       last = now;
       s.n_tokens += k;
-      s.tokens += j["tokens"].dump();
+      for (const auto& t : j["tokens"]) s.tokens.push_back(t.get<int32_t>());
     }
     return true;
   };
@@ -153,27 +153,32 @@ int Main(int argc, char** argv) {
   std::printf(
       "| clients | req/s | out tok/s | vs N=1 | TTFT p50 | p90 | p99 ms | ITL p50 | p90 | "
       "p99 ms | exact |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::vector<std::string> reference;  // tokens per prompt at the first level
+  std::vector<std::vector<int32_t>> reference;  // tokens per prompt at the first level
   double base_tps = 0;
   for (int n : a.clients) {
     const Level level = RunLevel(server, n, a);
     std::vector<double> ttft, gaps;
     int64_t total = 0;
-    bool exact = true;
+    int short_outputs = 0, differing = 0;
     for (size_t i = 0; i < level.samples.size(); ++i) {
       const Sample& s = level.samples[i];
       ttft.push_back(s.ttft_ms);
       gaps.insert(gaps.end(), s.gaps_ms.begin(), s.gaps_ms.end());
       total += s.n_tokens;
       if (reference.size() < 6) reference.push_back(s.tokens);
-      exact = exact && s.n_tokens == a.tokens && s.tokens == reference[i % 6];
+      short_outputs += s.n_tokens != a.tokens;
+      differing += s.tokens != reference[i % 6];
     }
     const double tps = static_cast<double>(total) / level.seconds;
     if (base_tps == 0) base_tps = tps;
+    const std::string exact =
+        short_outputs + differing == 0
+            ? "yes"
+            : fmt::format("NO ({} short, {} differ)", short_outputs, differing);
     std::printf("| %d | %.2f | %.1f | %.2fx | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f | %s |\n", n,
                 a.requests / level.seconds, tps, tps / base_tps, Percentile(ttft, 0.5),
                 Percentile(ttft, 0.9), Percentile(ttft, 0.99), Percentile(gaps, 0.5),
-                Percentile(gaps, 0.9), Percentile(gaps, 0.99), exact ? "yes" : "NO");
+                Percentile(gaps, 0.9), Percentile(gaps, 0.99), exact.c_str());
     std::fflush(stdout);
   }
   return 0;

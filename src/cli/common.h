@@ -48,10 +48,10 @@ std::string SummaryLine(const nlohmann::json& generate_json);
 // such files too): those ids could never be embedded.
 Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Model& m);
 
-// The arguments after the subcommand, with llama.cpp's multi-letter single-dash flags (-md,
-// -ngl, -np, -ctk, -ctv), which CLI11 cannot declare, spelled as their long forms; in the
-// reverse order CLI11's parse(vector) takes.
-std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv);
+// Parses the arguments after the subcommand, accepting llama.cpp's multi-letter single-dash
+// flags (-md, -ngl, -np, -ctk, -ctv), which CLI11 cannot declare, as their long forms. Returns
+// the exit code to return at once (0 after --help, 2 for a usage error), or -1 to run.
+int ParseWithLlamaAliases(CLI::App& app, int argc, char** argv);
 
 // Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).
 CLI::Validator FiniteNumber();

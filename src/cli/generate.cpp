@@ -243,11 +243,7 @@ int Generate(int argc, char** argv) {
       "lockstep generate"};
   Args a;
   AddOptions(app, a);
-  try {
-    app.parse(ArgsWithLlamaAliases(argc, argv));
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
-  }
+  if (const int rc = ParseWithLlamaAliases(app, argc, argv); rc >= 0) return rc;
   return Run(a);
 }
 

@@ -188,11 +188,7 @@ int Serve(int argc, char** argv) {
       "lockstep serve"};
   Args a;
   AddOptions(app, a);
-  try {
-    app.parse(ArgsWithLlamaAliases(argc, argv));
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (const int rc = ParseWithLlamaAliases(app, argc, argv); rc >= 0) return rc;
   return Run(a);
 }
 

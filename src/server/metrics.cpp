@@ -6,14 +6,6 @@
 #include <fmt/format.h>
 
 namespace lockstep::server {
-namespace {
-
-void Line(std::string* out, const std::string& name, const char* type, const char* help,
-          double value) {
-  *out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
-}
-
-}  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
     : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
@@ -93,33 +85,41 @@ void Metrics::SetQueue(int processing, int deferred) {
 std::string Metrics::Render() const {
   std::lock_guard lock(mu_);
   std::string out;
-  Line(&out, "llamacpp:prompt_tokens_total", "counter", "Prompt tokens computed.", prompt_tokens_);
-  Line(&out, "llamacpp:prompt_seconds_total", "counter", "Prompt processing time.",
-       prompt_seconds_);
-  Line(&out, "llamacpp:tokens_predicted_total", "counter", "Generated tokens.", predicted_tokens_);
-  Line(&out, "llamacpp:tokens_predicted_seconds_total", "counter", "Generation time.",
-       predicted_seconds_);
-  Line(&out, "llamacpp:n_decode_total", "counter", "Engine steps (one target forward each).",
-       steps_);
-  Line(&out, "llamacpp:n_busy_slots_per_decode", "gauge", "Average busy slots per step.",
-       steps_ ? static_cast<double>(busy_slots_) / steps_ : 0.0);
-  Line(&out, "llamacpp:requests_processing", "gauge", "Requests in a slot.", processing_);
-  Line(&out, "llamacpp:requests_deferred", "gauge", "Requests waiting for a slot.", deferred_);
-  Line(&out, "llamacpp:spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", drafted_);
-  Line(&out, "llamacpp:spec_decode_num_accepted_tokens_total", "counter",
-       "Accepted drafted tokens.", accepted_);
-  Line(&out, "llamacpp:spec_decode_num_drafts_total", "counter", "Verify rounds with drafts.",
-       draft_rounds_);
-  Line(&out, "lockstep:requests_total", "counter", "Generation requests received.", requests_);
-  Line(&out, "lockstep:requests_rejected_4xx_total", "counter", "Requests refused (4xx).",
-       rejected_4xx_);
-  Line(&out, "lockstep:requests_rejected_5xx_total", "counter", "Requests refused (5xx).",
-       rejected_5xx_);
-  Line(&out, "lockstep:requests_finished_total", "counter", "Generations finished.", finished_);
-  Line(&out, "lockstep:requests_cancelled_total", "counter", "Generations cancelled.", cancelled_);
-  Line(&out, "lockstep:prompt_tokens_cached_total", "counter",
-       "Prompt positions shared from another sequence's cache.", cached_prompt_tokens_);
-  Line(&out, "lockstep:step_rows_total", "counter", "Target rows over all steps.", step_rows_);
+  struct Row {
+    const char* name;
+    bool counter;  // else a gauge
+    const char* help;
+    double value;
+  };
+  const Row rows[] = {
+      {"llamacpp:prompt_tokens_total", true, "Prompt tokens computed.", 1.0 * prompt_tokens_},
+      {"llamacpp:prompt_seconds_total", true, "Prompt processing time.", prompt_seconds_},
+      {"llamacpp:tokens_predicted_total", true, "Generated tokens.", 1.0 * predicted_tokens_},
+      {"llamacpp:tokens_predicted_seconds_total", true, "Generation time.", predicted_seconds_},
+      {"llamacpp:n_decode_total", true, "Engine steps (one target forward each).", 1.0 * steps_},
+      {"llamacpp:n_busy_slots_per_decode", false, "Average busy slots per step.",
+       steps_ ? static_cast<double>(busy_slots_) / steps_ : 0.0},
+      {"llamacpp:requests_processing", false, "Requests in a slot.", 1.0 * processing_},
+      {"llamacpp:requests_deferred", false, "Requests waiting for a slot.", 1.0 * deferred_},
+      {"llamacpp:spec_decode_num_draft_tokens_total", true, "Drafted tokens.", 1.0 * drafted_},
+      {"llamacpp:spec_decode_num_accepted_tokens_total", true, "Accepted drafted tokens.",
+       1.0 * accepted_},
+      {"llamacpp:spec_decode_num_drafts_total", true, "Verify rounds with drafts.",
+       1.0 * draft_rounds_},
+      {"lockstep:requests_total", true, "Generation requests received.", 1.0 * requests_},
+      {"lockstep:requests_rejected_4xx_total", true, "Requests refused (4xx).",
+       1.0 * rejected_4xx_},
+      {"lockstep:requests_rejected_5xx_total", true, "Requests refused (5xx).",
+       1.0 * rejected_5xx_},
+      {"lockstep:requests_finished_total", true, "Generations finished.", 1.0 * finished_},
+      {"lockstep:requests_cancelled_total", true, "Generations cancelled.", 1.0 * cancelled_},
+      {"lockstep:prompt_tokens_cached_total", true,
+       "Prompt positions shared from another sequence's cache.", 1.0 * cached_prompt_tokens_},
+      {"lockstep:step_rows_total", true, "Target rows over all steps.", 1.0 * step_rows_},
+  };
+  for (const Row& r : rows)
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", r.name, r.help, r.name,
+                       r.counter ? "counter" : "gauge", r.name, r.value);
   rows_per_step_.Render("lockstep:step_rows", "Target batch rows per engine step.", &out);
   ttft_.Render("lockstep:time_to_first_token_seconds", "From submission to the first token.", &out);
   latency_.Render("lockstep:request_seconds", "From submission to the last byte.", &out);

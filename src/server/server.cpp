@@ -1,6 +1,8 @@
 // The HTTP server's setup: limits, authentication, error shape, routes, start and stop.
 #include "server/server.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <mutex>
@@ -12,11 +14,14 @@ namespace lockstep::server {
 struct Server::Impl {
   Context ctx;
   httplib::Server http;
+  int listen_fd = -1;  // kept to widen httplib's listen backlog after it binds
   std::mutex stop_mu;
   bool stopped = false;
 };
 
 namespace {
+
+constexpr int kListenBacklog = 1024;  // the kernel caps it at net.core.somaxconn
 
 // Compares without an early exit, so the time taken does not reveal how much of a key matched.
 bool SameKey(const std::string& a, const std::string& b) {
@@ -103,15 +108,22 @@ Server::~Server() {
 
 Expected<int> Server::Bind() {
   const ServerConfig& c = impl_->ctx.config;
+  impl_->http.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    impl_->listen_fd = sock;
+  });
+  int port = c.port;
   if (c.port == 0) {
-    const int port = impl_->http.bind_to_any_port(c.host);
+    port = impl_->http.bind_to_any_port(c.host);
     if (port <= 0) return Status::Errorf("cannot bind {} on any port", c.host);
-    return port;
-  }
-  if (!impl_->http.bind_to_port(c.host, c.port))
+  } else if (!impl_->http.bind_to_port(c.host, c.port)) {
     return Status::Errorf("cannot bind {}:{} (in use, or not an address of this machine)", c.host,
                           c.port);
-  return c.port;
+  }
+  // httplib listens with a backlog of 5: a burst of clients connecting at once would have its
+  // extra SYNs dropped and retried a second later. Listening again only resizes the queue.
+  if (impl_->listen_fd >= 0) ::listen(impl_->listen_fd, kListenBacklog);
+  return port;
 }
 
 void Server::Run() {
