@@ -1,6 +1,7 @@
-// The npm `openai` SDK (pinned in tests/js/package.json) against a `lockstep serve` process with
-// the default pair and the Gemma 4 chat template: tests/js/openai_sdk_test.js must pass. Skips,
-// saying why, when node or the SDK (scripts/fetch-tokenizer-ref.sh installs it) is missing.
+// Real clients against a `lockstep serve` process with the default pair and the Gemma 4 chat
+// template: the npm `openai` SDK (tests/js/openai_sdk_test.js) and the chat page in headless
+// Chromium (tests/js/web_page_test.js), both pinned in tests/js/package.json. Each skips, saying
+// why, when node, the npm packages (scripts/fetch-tokenizer-ref.sh) or chromium is missing.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,24 +15,72 @@
 namespace lockstep {
 namespace {
 
-TEST(ServeSdk, OpenAiClientGetsWhatItExpects) {
-  const std::string src = LOCKSTEP_SOURCE_DIR;
-  const std::string js = src + "/tests/js";
-  if (!std::filesystem::exists(js + "/node_modules/openai/package.json"))
-    GTEST_SKIP() << js << "/node_modules/openai is missing: run scripts/fetch-tokenizer-ref.sh";
+// Skips unless node and tests/js/node_modules/<package> are there; returns tests/js.
+std::string NodePackageOrSkip(const std::string& package, bool* skip) {
+  const std::string js = std::string(LOCKSTEP_SOURCE_DIR) + "/tests/js";
+  *skip = true;
+  if (!std::filesystem::exists(js + "/node_modules/" + package + "/package.json")) {
+    GTEST_LOG_(INFO) << js << "/node_modules/" << package << " is missing";
+    return js;
+  }
   int rc = 0;
   testing::RunCli("node", "--version", &rc);
-  if (rc != 0) GTEST_SKIP() << "node is not installed";
-  const std::string target = src + "/models/lockstep-code-target.gguf";
-  const std::string draft = src + "/models/lockstep-code-assistant.gguf";
-  if (!std::filesystem::exists(target) || !std::filesystem::exists(draft))
-    GTEST_SKIP() << "no default pair under models/";
-  const testing::ServeProcess p = testing::SpawnServe(
-      LOCKSTEP_BINARY, {"-m", target, "--draft", draft, "-c", "512", "-np", "4", "--no-hash",
-                        "--api-key", "sdk-test-key", "--chat-template-file", js + "/gemma4.jinja"});
+  *skip = rc != 0;
+  return js;
+}
+
+// `lockstep serve` with the default pair, a key and the chat template; port 0 when absent.
+testing::ServeProcess StartDefaultPair(const std::string& js) {
+  const std::string models = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-";
+  if (!std::filesystem::exists(models + "target.gguf") ||
+      !std::filesystem::exists(models + "assistant.gguf"))
+    return {};
+  return testing::SpawnServe(
+      LOCKSTEP_BINARY,
+      {"-m", models + "target.gguf", "--draft", models + "assistant.gguf", "-c", "512", "-np", "4",
+       "--no-hash", "--api-key", "sdk-test-key", "--chat-template-file", js + "/gemma4.jinja"});
+}
+
+TEST(ServeSdk, OpenAiClientGetsWhatItExpects) {
+  bool skip = false;
+  const std::string js = NodePackageOrSkip("openai", &skip);
+  if (skip)
+    GTEST_SKIP() << "node or " << js
+                 << "/node_modules/openai missing: run scripts/fetch-tokenizer-ref.sh";
+  const testing::ServeProcess p = StartDefaultPair(js);
+  if (p.pid < 0) GTEST_SKIP() << "no default pair under models/";
   ASSERT_GT(p.port, 0) << p.line;
+  int rc = 0;
   const std::string out = testing::RunCli(
       "node", fmt::format("{}/openai_sdk_test.js http://127.0.0.1:{}/v1", js, p.port), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  std::printf("[ serve ] %s", out.c_str());
+  EXPECT_EQ(testing::StopServe(p), 0);
+}
+
+// The page at / is open without the key (it asks for nothing secret); its fetches are not, so
+// the browser test runs against a server without --api-key.
+TEST(ServeSdk, ChatPageWorksInHeadlessChromium) {
+  bool skip = false;
+  const std::string js = NodePackageOrSkip("puppeteer-core", &skip);
+  if (skip)
+    GTEST_SKIP() << "node or " << js
+                 << "/node_modules/puppeteer-core missing: run scripts/fetch-tokenizer-ref.sh";
+  const char* chromium = "/usr/bin/chromium";
+  if (!std::filesystem::exists(chromium))
+    GTEST_SKIP() << chromium << " missing: scripts/install-deps.sh installs it";
+  const std::string models = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-";
+  if (!std::filesystem::exists(models + "target.gguf"))
+    GTEST_SKIP() << "no default pair under models/";
+  const testing::ServeProcess p = testing::SpawnServe(
+      LOCKSTEP_BINARY,
+      {"-m", models + "target.gguf", "--draft", models + "assistant.gguf", "-c", "512", "-np", "2",
+       "--no-hash", "--chat-template-file", js + "/gemma4.jinja"});
+  ASSERT_GT(p.port, 0) << p.line;
+  int rc = 0;
+  const std::string out = testing::RunCli(
+      "node", fmt::format("{}/web_page_test.js http://127.0.0.1:{} {}", js, p.port, chromium), &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
   std::printf("[ serve ] %s", out.c_str());

@@ -2,8 +2,10 @@
 // same request alone (with a negative control), streaming equal to whole responses, logprobs,
 // and the info routes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -131,6 +133,25 @@ Outcome Request(httplib::Client& c, const Spec& s) {
   return out;
 }
 
+size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// True when /slots shows every slot idle within a second (a job ends at the next step).
+bool SlotsIdle(const testing::InProcessServer& server) {
+  for (int i = 0; i < 50; ++i) {
+    bool busy = false;
+    for (const json& s : json::parse(server.Client()->Get("/slots")->body))
+      busy = busy || s["is_processing"].get<bool>();
+    if (!busy) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
   const std::vector<Spec> specs = MixedSpecs(32);
   auto client = server_->Client();
@@ -154,6 +175,29 @@ TEST_F(Serve, ConcurrentRequestsEqualEachAlone) {
     EXPECT_EQ(together[i], solo[i]) << specs[i].body.dump();
     same += together[i] == solo[i];
   }
+  // Load: the same 32 again, all streamed; outputs equal, memory back where it was (the first
+  // concurrent pass grew the allocator's per-thread arenas), every slot free.
+  EXPECT_TRUE(SlotsIdle(*server_));
+  const size_t rss_before = ResidentBytes();
+  std::vector<Outcome> streamed(specs.size());
+  threads.clear();
+  for (size_t i = 0; i < specs.size(); ++i)
+    threads.emplace_back([&, i] {
+      Spec s = specs[i];
+      s.body["stream"] = true;
+      streamed[i] = Request(*server_->Client(), s);
+    });
+  for (auto& t : threads) t.join();
+  int same_streamed = 0;
+  for (size_t i = 0; i < specs.size(); ++i) same_streamed += streamed[i] == solo[i];
+  EXPECT_EQ(same_streamed, static_cast<int>(specs.size()));
+  const size_t rss_after = ResidentBytes();
+  EXPECT_LE(rss_after, rss_before + rss_before / 10);
+  EXPECT_TRUE(SlotsIdle(*server_));
+  std::printf(
+      "[ serve ] 32 concurrent streaming clients: %d identical to solo; RSS %.1f -> %.1f "
+      "MiB\n",
+      same_streamed, rss_before / 1048576.0, rss_after / 1048576.0);
   // Negative control: the comparison sees a change of seed (sampled requests) or of prompt.
   int differ = 0, controls = 0;
   for (size_t i = 0; i < specs.size(); i += 2) {
