@@ -156,6 +156,7 @@ TEST_F(ServeLimits, ErrorsHaveTheOpenAiShape) {
       {"/v1/completions", R"({"prompt": "x", "max_tokens": "many"})", 400, "max_tokens"},
       {"/v1/completions", R"({"prompt": "x", "top_p": 0.5})", 400, "top_p"},
       {"/v1/completions", R"({"prompt": "x", "max_tokens": 5000})", 400, "exceeds the context"},
+      {"/completion", R"({"prompt": "x", "max_tokens": 5000})", 400, "exceeds the context"},
       {"/v1/completions", json{{"prompt", std::vector<int>(4096, 5)}}.dump(), 400, "context"},
       {"/v1/completions", R"({"max_tokens": 5})", 400, "'prompt' is required"},
       {"/completion", R"({"prompt": [1, 99999]})", 400, "token id"},

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -29,16 +30,36 @@ std::string NodePackageOrSkip(const std::string& package, bool* skip) {
   return js;
 }
 
-// `lockstep serve` with the default pair, a key and the chat template; port 0 when absent.
-testing::ServeProcess StartDefaultPair(const std::string& js) {
+// `lockstep serve` with the default pair and the chat template (and `api_key` unless empty);
+// pid -1 when the pair is absent.
+testing::ServeProcess StartDefaultPair(const std::string& js, const std::string& api_key) {
   const std::string models = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-";
   if (!std::filesystem::exists(models + "target.gguf") ||
       !std::filesystem::exists(models + "assistant.gguf"))
     return {};
-  return testing::SpawnServe(
-      LOCKSTEP_BINARY,
-      {"-m", models + "target.gguf", "--draft", models + "assistant.gguf", "-c", "512", "-np", "4",
-       "--no-hash", "--api-key", "sdk-test-key", "--chat-template-file", js + "/gemma4.jinja"});
+  std::vector<std::string> args = {"-m",
+                                   models + "target.gguf",
+                                   "--draft",
+                                   models + "assistant.gguf",
+                                   "-c",
+                                   "512",
+                                   "-np",
+                                   "4",
+                                   "--no-hash",
+                                   "--chat-template-file",
+                                   js + "/gemma4.jinja"};
+  if (!api_key.empty()) args.insert(args.end(), {"--api-key", api_key});
+  return testing::SpawnServe(LOCKSTEP_BINARY, args);
+}
+
+// Runs `node SCRIPT_AND_ARGS`, expects it to pass, prints its summary, stops the server.
+void ExpectNodePasses(const std::string& script_and_args, const testing::ServeProcess& p) {
+  int rc = 0;
+  const std::string out = testing::RunCli("node", script_and_args, &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
+  std::printf("[ serve ] %s", out.c_str());
+  EXPECT_EQ(testing::StopServe(p), 0);
 }
 
 TEST(ServeSdk, OpenAiClientGetsWhatItExpects) {
@@ -47,20 +68,13 @@ TEST(ServeSdk, OpenAiClientGetsWhatItExpects) {
   if (skip)
     GTEST_SKIP() << "node or " << js
                  << "/node_modules/openai missing: run scripts/fetch-tokenizer-ref.sh";
-  const testing::ServeProcess p = StartDefaultPair(js);
+  const testing::ServeProcess p = StartDefaultPair(js, "sdk-test-key");
   if (p.pid < 0) GTEST_SKIP() << "no default pair under models/";
   ASSERT_GT(p.port, 0) << p.line;
-  int rc = 0;
-  const std::string out = testing::RunCli(
-      "node", fmt::format("{}/openai_sdk_test.js http://127.0.0.1:{}/v1", js, p.port), &rc);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
-  std::printf("[ serve ] %s", out.c_str());
-  EXPECT_EQ(testing::StopServe(p), 0);
+  ExpectNodePasses(fmt::format("{}/openai_sdk_test.js http://127.0.0.1:{}/v1", js, p.port), p);
 }
 
-// The page at / is open without the key (it asks for nothing secret); its fetches are not, so
-// the browser test runs against a server without --api-key.
+// The page's own requests carry no key, so this server runs without --api-key.
 TEST(ServeSdk, ChatPageWorksInHeadlessChromium) {
   bool skip = false;
   const std::string js = NodePackageOrSkip("puppeteer-core", &skip);
@@ -70,21 +84,11 @@ TEST(ServeSdk, ChatPageWorksInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium))
     GTEST_SKIP() << chromium << " missing: scripts/install-deps.sh installs it";
-  const std::string models = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-";
-  if (!std::filesystem::exists(models + "target.gguf"))
-    GTEST_SKIP() << "no default pair under models/";
-  const testing::ServeProcess p = testing::SpawnServe(
-      LOCKSTEP_BINARY,
-      {"-m", models + "target.gguf", "--draft", models + "assistant.gguf", "-c", "512", "-np", "2",
-       "--no-hash", "--chat-template-file", js + "/gemma4.jinja"});
+  const testing::ServeProcess p = StartDefaultPair(js, "");
+  if (p.pid < 0) GTEST_SKIP() << "no default pair under models/";
   ASSERT_GT(p.port, 0) << p.line;
-  int rc = 0;
-  const std::string out = testing::RunCli(
-      "node", fmt::format("{}/web_page_test.js http://127.0.0.1:{} {}", js, p.port, chromium), &rc);
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("checks passed"), std::string::npos) << out;
-  std::printf("[ serve ] %s", out.c_str());
-  EXPECT_EQ(testing::StopServe(p), 0);
+  ExpectNodePasses(fmt::format("{}/web_page_test.js http://127.0.0.1:{} {}", js, p.port, chromium),
+                   p);
 }
 
 }  // namespace

@@ -143,6 +143,7 @@ struct Responder {
 };
 
 void Stream(std::shared_ptr<Responder> r, httplib::Response& res) {
+  res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [r](size_t, httplib::DataSink& sink) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string_view>
 
 namespace lockstep::server {
 namespace {
@@ -156,13 +157,15 @@ Expected<CompletionParams> ParseCompletion(const nlohmann::json& body, Api api,
   FieldReader f(body);
   CompletionParams p;
   constexpr int64_t kMaxTokens = 1 << 24;
-  if (api == Api::kLlama) {
-    p.n_predict = static_cast<int>(f.Integer("n_predict", -1, -1, kMaxTokens));
-  } else {
-    const char* key = api == Api::kChat && f.Has("max_completion_tokens") ? "max_completion_tokens"
-                                                                          : "max_tokens";
-    p.n_predict = static_cast<int>(f.Integer(key, -1, 0, kMaxTokens));
-  }
+  // Each API's own length field first; the other's is accepted too, as llama-server does.
+  const char* openai_key =
+      api == Api::kChat && f.Has("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  const char* length_key =
+      api == Api::kLlama ? (f.Has("n_predict") || !f.Has("max_tokens") ? "n_predict" : "max_tokens")
+                         : (f.Has(openai_key) || !f.Has("n_predict") ? openai_key : "n_predict");
+  // n_predict's -1 means "until the context is full"; OpenAI's fields start at 0.
+  const bool llama_key = std::string_view(length_key) == "n_predict";
+  p.n_predict = static_cast<int>(f.Integer(length_key, -1, llama_key ? -1 : 0, kMaxTokens));
   p.sampling.temperature = static_cast<float>(f.Number("temperature", d.temperature, 0, 100));
   p.sampling.top_k = static_cast<int>(f.Integer("top_k", d.top_k, 0, 1 << 30));
   p.sampling.seed = SeedFor(f.Integer("seed", d.seed, -1, std::numeric_limits<int64_t>::max()));

@@ -97,7 +97,7 @@ nlohmann::json Scheduler::Slots() const {
     if (slots_[i]) {
       const RequestStream& s = *slots_[i];
       std::lock_guard stream_lock(slots_[i]->mu_);
-      slot["id_task"] = s.id_;
+      slot["id_task"] = s.id_.load();
       slot["n_prompt_tokens"] = s.n_prompt_;
       slot["params"] = s.job_.summary;
       slot["next_token"] = {{"n_decoded", s.tokens_.size()}};
@@ -151,13 +151,13 @@ void Scheduler::AdmitAndCancel(std::vector<std::shared_ptr<RequestStream>>& admi
       s->Finish({}, id.status());
       continue;
     }
-    s->id_ = *id;
+    s->id_.store(*id);
     live_[*id] = s;
   }
   admit.clear();
   for (auto& s : cancel) {
-    if (s->id_ != 0) {
-      if (live_.count(s->id_)) engine_.Cancel(s->id_);
+    if (const engine::SeqId id = s->id_.load(); id != 0) {
+      if (live_.count(id)) engine_.Cancel(id);
       continue;
     }
     // Still queued (never reached the engine): it ends here.

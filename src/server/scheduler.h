@@ -68,7 +68,7 @@ class RequestStream {
   Status error_;
   // Engine-thread state (the scheduler's lock guards the queue, not these).
   Job job_;
-  engine::SeqId id_ = 0;
+  std::atomic<engine::SeqId> id_{0};  // 0 until the engine accepted the job (read by Slots)
   std::atomic<int> slot_{-1};
   size_t n_prompt_ = 0;
   Clock::time_point submitted_ = Clock::now();
