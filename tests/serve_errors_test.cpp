@@ -329,7 +329,30 @@ TEST(ServeCli, HelpAndGracefulShutdown) {
   EXPECT_EQ(health->status, 200);
   auto gen = c.Post("/completion", R"({"prompt": "x", "n_predict": 4})", "application/json");
   EXPECT_EQ(gen->status, 200);
+  // SIGTERM while a stream is running: the stream ends properly (its last event says it was
+  // cancelled), then the process exits 0.
+  std::string events;
+  std::atomic<bool> started{false};
+  std::thread streaming([&] {
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/completion";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "x", "n_predict": 240, "ignore_eos": true, "stream": true})";
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      events.append(data, n);
+      started = true;
+      return true;
+    };
+    httplib::Client(("127.0.0.1"), port).send(req);
+  });
+  while (!started) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(testing::StopServe(p), 0);
+  streaming.join();
+  const auto parsed = testing::SseEvents(events);
+  ASSERT_FALSE(parsed.empty());
+  EXPECT_EQ(parsed.back()["stop"], true);
+  EXPECT_EQ(parsed.back()["stop_type"], "cancelled") << parsed.back().dump();
 }
 
 }  // namespace
