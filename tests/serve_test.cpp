@@ -332,6 +332,19 @@ TEST_F(Serve, NativeCompletionReportsDraftTimings) {
   EXPECT_LE(j["timings"]["draft_n_accepted"].get<int>(), j["timings"]["draft_n"].get<int>());
   EXPECT_EQ(j["timings"]["predicted_n"], j["tokens"].size());
   EXPECT_EQ(j["identity"]["settings"]["seed"].is_number(), true);
+  // Without draft_rounds the response has none; with it, the rounds add up to the counters.
+  EXPECT_FALSE(j.contains("draft_rounds"));
+  body["draft_rounds"] = true;
+  const json r = json::parse(testing::PostJson(*client, "/completion", body)->body);
+  EXPECT_EQ(r["tokens"], j["tokens"]);
+  int drafted = 0, accepted = 0;
+  for (const json& round : r["draft_rounds"]) {
+    EXPECT_LT(round[0].get<size_t>(), r["tokens"].size());
+    drafted += round[1].get<int>();
+    accepted += round[2].get<int>();
+  }
+  EXPECT_EQ(drafted, r["timings"]["draft_n"]);
+  EXPECT_EQ(accepted, r["timings"]["draft_n_accepted"]);
 }
 
 TEST_F(Serve, ChatStreamedEqualsWhole) {

@@ -96,6 +96,7 @@ Job MakeJob(const Context& ctx, const Prepared& p) {
   if (ctx.served.tokenizer && !p.params.ignore_eos) r.stop_tokens = ctx.served.tokenizer->eog_ids();
   r.draft_max = p.params.draft_max;
   r.draft_p_min = p.params.draft_p_min;
+  r.record_rounds = p.params.draft_rounds;
   job.n_probs = p.params.n_probs;
   job.summary = p.params.Settings();
   return job;

@@ -46,6 +46,19 @@ nlohmann::json Timings(const Generation& g, size_t n_prompt, bool speculative) {
   return t;
 }
 
+void AddRunFields(const ResponseInfo& info, const Generation& g, nlohmann::json* j) {
+  (*j)["timings"] = Timings(g, info.prompt.size(), info.params.draft_max > 0);
+  (*j)["identity"] = Identity(info, g);
+  if (!info.params.draft_rounds) return;
+  // Round r emitted tokens [start, start + accepted]: its accepted drafts, then the target's own
+  // token where the first rejected draft (if any) was.
+  nlohmann::json rounds = nlohmann::json::array();
+  for (const speculative::Round& r : g.result().rounds)
+    if (r.start < static_cast<int64_t>(g.tokens().size()))
+      rounds.push_back({r.start, r.drafted, r.accepted});
+  (*j)["draft_rounds"] = std::move(rounds);
+}
+
 nlohmann::json Usage(const Generation& g, size_t n_prompt) {
   const size_t n = g.tokens().size();
   return {{"prompt_tokens", n_prompt},

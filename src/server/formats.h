@@ -46,6 +46,9 @@ nlohmann::json Identity(const ResponseInfo& info, const Generation& g);
 // llama-server's timings, with draft_n / draft_n_accepted when the request speculated.
 nlohmann::json Timings(const Generation& g, size_t n_prompt, bool speculative);
 nlohmann::json Usage(const Generation& g, size_t n_prompt);
+// Adds what a response carries beyond the API's own shape: timings, the identity, and the
+// verify rounds when the request asked for `draft_rounds`.
+void AddRunFields(const ResponseInfo& info, const Generation& g, nlohmann::json* j);
 // A token's text and its bytes (a piece may hold part of a UTF-8 character).
 std::string PieceText(const tokenizer::Tokenizer* tok, int32_t id);
 nlohmann::json PieceBytes(const std::string& piece);

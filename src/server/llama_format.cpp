@@ -48,9 +48,8 @@ class LlamaFormat : public ResponseFormat {
         {"truncated", false},
         {"stop_type", StopTypeName(g.stop_type())},
         {"stopping_word", g.stopping_word()},
-        {"tokens_cached", n_prompt + g.tokens().size()},
-        {"timings", Timings(g, n_prompt, info_.params.draft_max > 0)},
-        {"identity", Identity(info_, g)}};
+        {"tokens_cached", n_prompt + g.tokens().size()}};
+    AddRunFields(info_, g, &j);
     if (info_.params.n_probs > 0)
       j["completion_probabilities"] = Probs({"", g.tokens(), g.logprobs()});
     return j;

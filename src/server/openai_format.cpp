@@ -39,8 +39,7 @@ class OpenAiFormat : public ResponseFormat {
     std::string out = Chunk({}, g);
     const nlohmann::json empty = chat() ? nlohmann::json::object() : nlohmann::json("");
     nlohmann::json last = Envelope(Choice(Key(false), empty, nullptr, FinishReason(g.stop_type())));
-    last["timings"] = Timings(g, info_.prompt.size(), info_.params.draft_max > 0);
-    last["identity"] = Identity(info_, g);
+    AddRunFields(info_, g, &last);
     out += SseEvent(last);
     if (info_.params.include_usage) {
       nlohmann::json usage = Envelope(nlohmann::json::array());
@@ -57,8 +56,7 @@ class OpenAiFormat : public ResponseFormat {
                                        FinishReason(g.stop_type())));
     j["object"] = chat() ? "chat.completion" : "text_completion";
     j["usage"] = Usage(g, info_.prompt.size());
-    j["timings"] = Timings(g, info_.prompt.size(), info_.params.draft_max > 0);
-    j["identity"] = Identity(info_, g);
+    AddRunFields(info_, g, &j);
     return j;
   }
 

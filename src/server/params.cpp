@@ -189,6 +189,7 @@ Expected<CompletionParams> ParseCompletion(const nlohmann::json& body, Api api,
     if (!so.status().ok()) return so.status().WithContext("stream_options");
   }
   p.return_tokens = f.Bool("return_tokens", false);
+  p.draft_rounds = f.Bool("draft_rounds", false);
   f.Bool("cache_prompt", true);  // prefix sharing never changes a token: always on
   p.draft_max = static_cast<int>(f.Integer("speculative.n_max", d.draft_max, 0, d.draft_max));
   p.draft_p_min = static_cast<float>(f.Number("speculative.p_min", d.draft_p_min, 0, 1));

@@ -42,6 +42,7 @@ struct CompletionParams {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool return_tokens = false;  // /completion: token ids in the response
+  bool draft_rounds = false;   // lockstep: each verify round's [start, drafted, accepted]
   // Settings as the response's identity block reports them.
   nlohmann::json Settings() const;
 };

@@ -13,6 +13,7 @@ body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0
 #log .turn{white-space:pre-wrap;border-left:3px solid #ccc;padding:.3rem .6rem;margin:.5rem 0}
 #log .user{border-color:#36c}#log .assistant{border-color:#3a3}
 .tok{border-radius:2px}.tok:hover{outline:1px solid #888}
+.accepted{text-decoration:underline 2px #2a2}.corrected{text-decoration:underline wavy #c33}
 #stats{color:#555;font-size:.85rem}textarea{width:100%;height:5rem}
 </style></head><body>
 <h1>lockstep</h1>
@@ -26,6 +27,9 @@ body{font-family:system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0
 <label>max tokens <input id="max" type="number" value="128" min="1"></label>
 <button id="send">Send</button></div>
 <div id="stats"></div>
+<div id="legend">shade: token probability; <span class="accepted">underlined</span>: a draft the
+target accepted; <span class="corrected">wavy</span>: the target's token where drafts were
+rejected (hover for logprobs and counts)</div>
 <script>
 'use strict';
 const log = document.getElementById('log');
@@ -41,6 +45,18 @@ function shade(logprob) {  // greener = more certain
   const p = Math.exp(logprob);
   return 'rgba(' + Math.round(255 * (1 - p)) + ',200,120,' + (0.15 + 0.5 * (1 - p)) + ')';
 }
+// Marks the tokens each verify round produced: accepted drafts, then the target's own token.
+function markRounds(spans, rounds) {
+  for (const [start, drafted, accepted] of rounds) {
+    for (let i = start; i < start + accepted && i < spans.length; ++i)
+      spans[i].classList.add('accepted');
+    const own = spans[start + accepted];
+    if (own && drafted > accepted) {
+      own.classList.add('corrected');
+      own.title += '\n' + (drafted - accepted) + ' draft(s) rejected here';
+    }
+  }
+}
 function addToken(box, text, lp) {
   const s = document.createElement('span');
   s.className = 'tok';
@@ -51,6 +67,7 @@ function addToken(box, text, lp) {
       (lp.top_logprobs || []).map(t => JSON.stringify(t.token) + ' ' + t.logprob.toFixed(3)).join('\n');
   }
   box.appendChild(s);
+  return s;
 }
 async function send() {
   const input = document.getElementById('input');
@@ -60,7 +77,8 @@ async function send() {
   const chat = document.getElementById('mode').value === 'chat';
   turn('user', text);
   const box = turn('assistant', '');
-  const common = {stream: true, temperature: +document.getElementById('temp').value,
+  const common = {stream: true, draft_rounds: true,
+                  temperature: +document.getElementById('temp').value,
                   seed: +document.getElementById('seed').value,
                   max_tokens: +document.getElementById('max').value};
   let url, body;
@@ -78,6 +96,7 @@ async function send() {
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
   let buf = '', answer = '';
+  const spans = [];
   for (;;) {
     const {done, value} = await reader.read();
     if (done) break;
@@ -91,9 +110,10 @@ async function send() {
         const piece = chat ? (c.delta && c.delta.content) || '' : c.text || '';
         answer += piece;
         const lps = chat ? (c.logprobs && c.logprobs.content) || [] : [];
-        if (lps.length) lps.forEach(lp => addToken(box, lp.token, lp));
+        if (lps.length) lps.forEach(lp => spans.push(addToken(box, lp.token, lp)));
         else if (piece) addToken(box, piece, null);
       }
+      if (ev.draft_rounds) markRounds(spans, ev.draft_rounds);
       if (ev.timings) {
         const t = ev.timings;
         let s = t.predicted_n + ' tokens, ' + t.predicted_per_second.toFixed(1) + ' tokens/s';

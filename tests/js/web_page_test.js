@@ -1,6 +1,7 @@
 // The chat page at `/` of a running `lockstep serve`, in a real headless Chromium (npm
 // puppeteer-core, Debian's chromium): sending a message streams an answer whose tokens carry
-// their logprobs, and the stats line reports drafts accepted and rejected.
+// their logprobs, the tokens that were accepted drafts are marked, and the stats line reports
+// drafts accepted and rejected.
 // Usage: node web_page_test.js BASE_URL CHROMIUM_PATH. Exits 0 when all checks pass.
 'use strict';
 const assert = require('assert');
@@ -32,6 +33,9 @@ async function main() {
     const stats = await page.$eval('#stats', e => e.textContent);
     check(/drafts accepted \d+ \/ \d+ \(rejected \d+\)/.test(stats), 'draft counts: ' + stats);
     check(/output sha256 [0-9a-f]{16}/.test(stats), 'output hash shown');
+    const accepted = await page.$$eval('.assistant .tok.accepted', els => els.length);
+    check(String(accepted) === /drafts accepted (\d+)/.exec(stats)[1],
+          `accepted drafts marked per token (${accepted})`);
     check(errors.length === 0, 'no page errors: ' + errors.join('; '));
     console.log(`web page: ${checks} checks passed (${titles.length} tokens; ${stats})`);
   } finally {
