@@ -373,6 +373,12 @@ TEST_F(Serve, ChatStreamedEqualsWhole) {
   EXPECT_EQ(text, w["choices"][0]["message"]["content"]);
   EXPECT_EQ(events.back()["identity"]["output_sha256"], w["identity"]["output_sha256"]);
   EXPECT_EQ(done, 1);
+  // /apply-template gives the text the chat request ran on.
+  auto applied = testing::PostJson(*client, "/apply-template", {{"messages", body["messages"]}});
+  ASSERT_TRUE(applied);
+  const std::string prompt = json::parse(applied->body)["prompt"];
+  EXPECT_NE(prompt.find("Write a stack class."), std::string::npos);
+  EXPECT_EQ(w["usage"]["prompt_tokens"], server_->tokenizer()->Encode(prompt, false, true).size());
 }
 
 TEST_F(Serve, InfoRoutes) {

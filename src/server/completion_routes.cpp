@@ -24,7 +24,8 @@ struct Prepared {
   CompletionParams params;
 };
 
-Expected<std::vector<int32_t>> ChatPrompt(const Context& ctx, const nlohmann::json& body) {
+// The chat request's messages through the chat template, as text that starts with <bos>.
+Expected<std::string> ChatText(const Context& ctx, const nlohmann::json& body) {
   const tokenizer::Tokenizer* tok = ctx.served.tokenizer;
   if (!tok) return Status::Error("the model has no tokenizer: chat needs one");
   const auto messages = body.find("messages");
@@ -53,8 +54,12 @@ Expected<std::vector<int32_t>> ChatPrompt(const Context& ctx, const nlohmann::js
   } catch (const std::exception& e) {
     return Status::Errorf("chat template: {}", e.what());
   }
-  LS_RETURN_IF_ERROR(text.status());
-  return tok->Encode(*text, /*add_bos=*/false, /*parse_special=*/true);  // the text has <bos>
+  return text;
+}
+
+Expected<std::vector<int32_t>> ChatPrompt(const Context& ctx, const nlohmann::json& body) {
+  LS_ASSIGN_OR_RETURN(const std::string text, ChatText(ctx, body));
+  return ctx.served.tokenizer->Encode(text, /*add_bos=*/false, /*parse_special=*/true);
 }
 
 // Resolves n_predict against the context: unlimited becomes "until the context is full".
@@ -218,6 +223,14 @@ void Complete(Context& ctx, const httplib::Request& req, httplib::Response& res,
 }  // namespace
 
 void AddCompletionRoutes(httplib::Server& http, Context& ctx) {
+  // llama-server's: the templated prompt a chat request would run, without running it.
+  http.Post("/apply-template", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    nlohmann::json body;
+    if (!ParseBody(ctx, req, res, &body)) return;
+    Expected<std::string> text = ChatText(ctx, body);
+    if (!text.ok()) return SendError(ctx, res, 400, text.status().message());
+    SendJson(ctx, res, 200, {{"prompt", *text}});
+  });
   for (auto [path, api] : {std::pair{"/v1/completions", Api::kCompletions},
                            {"/completions", Api::kCompletions},
                            {"/v1/chat/completions", Api::kChat},
