@@ -142,10 +142,8 @@ struct Responder {
     if (over) ctx.metrics.OnResponse(SecondsSince(gen->stream().submitted()));
     return over;
   }
-  nlohmann::json ErrorBody() const {
-    return {
-        {"error", {{"code", 500}, {"message", gen->error().message()}, {"type", "server_error"}}}};
-  }
+  // A failure after the 200 went out: the body (or last event) says so instead.
+  nlohmann::json ErrorBody() const { return ErrorJson(500, gen->error().message()); }
 };
 
 void Stream(std::shared_ptr<Responder> r, httplib::Response& res) {

@@ -33,11 +33,15 @@ void SendJson(const Context& ctx, httplib::Response& res, int status, nlohmann::
   res.set_content(Dump(body), "application/json; charset=utf-8");
 }
 
+nlohmann::json ErrorJson(int status, const std::string& message) {
+  return {
+      {"error",
+       {{"code", status}, {"message", message}, {"type", ErrorType(status)}, {"param", nullptr}}}};
+}
+
 void SendError(Context& ctx, httplib::Response& res, int status, const std::string& message) {
-  nlohmann::json error = {
-      {"code", status}, {"message", message}, {"type", ErrorType(status)}, {"param", nullptr}};
   ctx.metrics.OnRejected(status);
-  SendJson(ctx, res, status, {{"error", std::move(error)}});
+  SendJson(ctx, res, status, ErrorJson(status, message));
 }
 
 bool ParseBody(Context& ctx, const httplib::Request& req, httplib::Response& res,

@@ -26,6 +26,7 @@ struct Context {
 // A JSON response; objects carry the run identity so any two responses can be diffed.
 void SendJson(const Context& ctx, httplib::Response& res, int status, nlohmann::json body);
 // OpenAI's error shape ({"error": {message, type, param, code}}), which llama-server shares.
+nlohmann::json ErrorJson(int status, const std::string& message);
 void SendError(Context& ctx, httplib::Response& res, int status, const std::string& message);
 // The body as a JSON object, or a 400 already sent (returns false).
 bool ParseBody(Context& ctx, const httplib::Request& req, httplib::Response& res,
