@@ -160,6 +160,8 @@ TEST_F(ServeLimits, ErrorsHaveTheOpenAiShape) {
       {"/v1/completions", json{{"prompt", std::vector<int>(4096, 5)}}.dump(), 400, "context"},
       {"/v1/completions", R"({"max_tokens": 5})", 400, "'prompt' is required"},
       {"/completion", R"({"prompt": [1, 99999]})", 400, "token id"},
+      {"/v1/completions", R"({"prompt": "x", "logit_bias": {"5": 1}})", 400, "logit_bias"},
+      {"/v1/completions", R"({"prompt": "x", "n": 2})", 400, "'n'"},
       {"/v1/chat/completions", R"({"messages": "hi"})", 400, "messages"},
       {"/v1/completions", std::string(70000, ' '), 413, "--max-body"},
       {"/nowhere", "{}", 404, "no route"},
@@ -176,7 +178,8 @@ TEST_F(ServeLimits, ErrorsHaveTheOpenAiShape) {
     EXPECT_TRUE(j["error"]["type"].is_string());
   }
   // Unknown fields are ignored.
-  auto ok = c->Post("/v1/completions", R"({"prompt": "x", "max_tokens": 2, "frobnicate": 1})",
+  auto ok = c->Post("/v1/completions",
+                    R"({"prompt": "x", "max_tokens": 2, "frobnicate": 1, "logit_bias": {}})",
                     "application/json");
   EXPECT_EQ(ok->status, 200) << ok->body;
 }

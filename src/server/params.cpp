@@ -28,6 +28,22 @@ Status CheckNeutral(FieldReader& f, const char* key, double neutral) {
   return Status::Ok();
 }
 
+// Fields that would change the output and that lockstep does not implement: refused unless they
+// ask for nothing, never silently ignored.
+Status RefuseUnsupported(FieldReader& f, const nlohmann::json& body) {
+  for (const char* key : {"logit_bias", "grammar", "json_schema", "suffix"}) {
+    const auto it = body.find(key);
+    if (it != body.end() && !it->is_null() && !it->empty() && *it != "")
+      return Status::Errorf("'{}' is not supported", key);
+  }
+  if (const auto rf = body.find("response_format");
+      rf != body.end() && rf->is_object() && rf->value("type", "text") != "text")
+    return Status::Error("'response_format' other than {\"type\": \"text\"} is not supported");
+  if (f.Bool("echo", false)) return Status::Error("'echo' is not supported");
+  f.Integer("best_of", 1, 1, 1);  // one candidate per request, as n
+  return f.status();
+}
+
 void ReadStop(FieldReader& f, const nlohmann::json& body, int max_stop, CompletionParams* p) {
   const auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return;
@@ -178,6 +194,7 @@ Expected<CompletionParams> ParseCompletion(const nlohmann::json& body, Api api,
     if (Status s = CheckNeutral(f, key, neutral); !s.ok()) return s;
   }
   f.Integer("n", 1, 1, 1);  // one choice per request
+  if (Status s = RefuseUnsupported(f, body); !s.ok()) return s;
   ReadStop(f, body, d.max_stop_strings, &p);
   p.ignore_eos = f.Bool("ignore_eos", false);
   ReadLogprobs(f, api, &p);
