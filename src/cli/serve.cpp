@@ -154,6 +154,12 @@ int Run(Args a) {
   served.identity.erase("output_sha256");                            // per response
   served.id = !a.alias.empty() ? a.alias : served.identity.value("model", m.model_path);
 
+  const std::string& host = a.server.host;
+  if (a.server.api_key.empty() && host != "127.0.0.1" && host != "localhost" && host != "::1")
+    std::fprintf(stderr,
+                 "lockstep serve: warning: listening on %s without --api-key: anyone who can "
+                 "reach this address can use the model\n",
+                 host.c_str());
   IgnoreSigpipe no_sigpipe;
   InterruptGuard interrupt;
   server::Server srv(served, a.server);
