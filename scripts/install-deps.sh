@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build git clang clang-format libclang-rt-14-dev
       nlohmann-json3-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-      libxxhash-dev libcpp-httplib-dev libssl-dev python3)
+      libxxhash-dev libcpp-httplib-dev libssl-dev python3
+      chromium)  # headless, for the serve chat page test (tests/js/web_page_test.js)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js and npm (the tokenizer and chat-template references): machines that already carry a

@@ -113,7 +113,7 @@ int Chat(int argc, char** argv) {
   app.add_flag("--think", a.think, "let the model think first (enable_thinking in the template)");
   app.add_flag("--hide-thinking", a.hide_thinking,
                "do not print the model's thinking (<|channel>...<channel|>)");
-  const int rc = ParseOrExit(app, LlamaCppArgs(argc, argv));
+  const int rc = ParseWithLlamaAliases(app, argc, argv);
   if (rc >= 0) return rc;
   auto loaded = LoadRun(a.run, 1);
   if (!loaded.ok()) return Fail(loaded.status());

@@ -13,5 +13,6 @@ int Tokenize(int argc, char** argv);
 int Detokenize(int argc, char** argv);
 int Lab(int argc, char** argv);
 int Chat(int argc, char** argv);
+int Serve(int argc, char** argv);
 
 }  // namespace lockstep::cli

@@ -172,6 +172,33 @@ Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Mode
   return tok;
 }
 
+namespace {
+// In the reverse order CLI11's parse(vector) takes.
+std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::string& arg : args) {
+    if (arg == "-md") arg = "--model-draft";
+    if (arg == "-ngl") arg = "--n-gpu-layers";
+    if (arg == "-np") arg = "--parallel";
+    if (arg == "-ctk") arg = "--cache-type-k";
+    if (arg == "-ctv") arg = "--cache-type-v";
+    if (arg == "-cnv") arg = "--conversation";
+    if (arg == "-sys") arg = "--system-prompt";
+  }
+  std::reverse(args.begin(), args.end());
+  return args;
+}
+}  // namespace
+
+int ParseWithLlamaAliases(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(ArgsWithLlamaAliases(argc, argv));
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
+  }
+  return -1;
+}
+
 CLI::Validator FiniteNumber() {
   return CLI::Validator(
       [](std::string& text) -> std::string {

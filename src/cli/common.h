@@ -54,6 +54,11 @@ std::string SummaryLine(const nlohmann::json& generate_json);
 // such files too): those ids could never be embedded.
 Expected<std::unique_ptr<tokenizer::Tokenizer>> ModelTokenizer(const model::Model& m);
 
+// Parses the arguments after the subcommand, accepting llama.cpp's multi-letter single-dash
+// flags (-md, -ngl, -np, -ctk, -ctv), which CLI11 cannot declare, as their long forms. Returns
+// the exit code to return at once (0 after --help, 2 for a usage error), or -1 to run.
+int ParseWithLlamaAliases(CLI::App& app, int argc, char** argv);
+
 // Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).
 CLI::Validator FiniteNumber();
 // --seed: a value in [0, 2^63), or -1 for a random seed (drawn here, then printed and recorded).

@@ -234,7 +234,7 @@ int Generate(int argc, char** argv) {
       "lockstep generate"};
   Args a;
   AddOptions(app, a);
-  const int rc = ParseOrExit(app, LlamaCppArgs(argc, argv));
+  const int rc = ParseWithLlamaAliases(app, argc, argv);
   return rc >= 0 ? rc : Run(a);
 }
 

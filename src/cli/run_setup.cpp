@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.h"
+#include "cli/load.h"
 #include "cli/prompt_text.h"
 #include "kv/kv_cache.h"
 
@@ -70,27 +71,6 @@ void AddRunOptions(CLI::App& app, RunArgs& a) {
                "identity and modification time otherwise)");
 }
 
-std::vector<std::string> LlamaCppArgs(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::string& arg : args) {
-    if (arg == "-md") arg = "--model-draft";
-    if (arg == "-ngl") arg = "--n-gpu-layers";
-    if (arg == "-cnv") arg = "--conversation";
-    if (arg == "-sys") arg = "--system-prompt";
-  }
-  std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
-  return args;
-}
-
-int ParseOrExit(CLI::App& app, std::vector<std::string> reversed_args) {
-  try {
-    app.parse(reversed_args);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
-  }
-  return -1;
-}
-
 namespace {
 
 Status SetOptions(const RunArgs& a, const tokenizer::Tokenizer* tok, engine::GenerateOptions& o) {
@@ -119,24 +99,21 @@ Status SetOptions(const RunArgs& a, const tokenizer::Tokenizer* tok, engine::Gen
 }  // namespace
 
 Expected<LoadedRun> LoadRun(RunArgs& a, int max_seqs) {
-  LoadedRun r;
-  LS_ASSIGN_OR_RETURN(r.backend, CreateBackend(a.device, a.threads));
-  a.device = r.backend->name();  // "auto" resolved
-  if (a.gpu_layers >= 0 && a.device == "cpu")
-    std::fprintf(stderr, "lockstep: -ngl %d ignored: running on the CPU (--device cpu)\n",
-                 a.gpu_layers);
-  a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
-  r.model_path = a.model.empty() ? DefaultModelPath("target") : a.model;
-  LS_ASSIGN_OR_RETURN(r.target, model::Model::Load(r.model_path, *r.backend));
-  LS_ASSIGN_OR_RETURN(r.tok, ModelTokenizer(*r.target));
-  LS_RETURN_IF_ERROR(SetOptions(a, r.tok.get(), r.options));
   if (a.draft.empty() && a.draft_option != nullptr && a.draft_option->count() > 0)
     a.draft = DefaultModelPath("assistant");
-  if (!a.draft.empty()) {
-    LS_ASSIGN_OR_RETURN(r.draft, model::Model::Load(a.draft, *r.backend));
-    LS_ASSIGN_OR_RETURN(r.assistant, model::Assistant::Pair(*r.target, *r.draft));
-    r.proposer = std::make_unique<speculative::AssistantProposer>(*r.assistant, max_seqs);
-  }
+  a.seed = static_cast<int64_t>(ResolveSeed(a.seed));
+  LS_ASSIGN_OR_RETURN(LoadedModels m,
+                      LoadModels({a.model, a.draft, a.device, a.threads, a.gpu_layers, max_seqs}));
+  a.device = m.backend->name();  // "auto" resolved
+  LoadedRun r;
+  r.backend = std::move(m.backend);
+  r.model_path = std::move(m.model_path);
+  r.target = std::move(m.target);
+  r.tok = std::move(m.tokenizer);
+  r.draft = std::move(m.draft);
+  r.assistant = std::move(m.assistant);
+  r.proposer = std::move(m.proposer);
+  LS_RETURN_IF_ERROR(SetOptions(a, r.tok.get(), r.options));
   const int n_train = r.target->config().n_ctx_train;
   if (a.ctx > n_train)
     std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,

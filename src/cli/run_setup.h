@@ -30,11 +30,6 @@ struct RunArgs {
 
 // Declares the shared options on `app`; threads default to the physical cores.
 void AddRunOptions(CLI::App& app, RunArgs& a);
-// llama.cpp's multi-letter single-dash flags CLI11 cannot declare (-md, -ngl, -cnv), rewritten
-// to their long names; returns the arguments in CLI11's (reversed) order.
-std::vector<std::string> LlamaCppArgs(int argc, char** argv);
-// Parses; returns -1 to continue, else the exit code (0 for --help, 2 for a usage error).
-int ParseOrExit(CLI::App& app, std::vector<std::string> reversed_args);
 
 struct LoadedRun {
   std::unique_ptr<backend::Backend> backend;

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"quantize", lockstep::cli::Quantize, "quantize a GGUF model"},
     {"tokenize", lockstep::cli::Tokenize, "text to token ids with a model's tokenizer"},
     {"detokenize", lockstep::cli::Detokenize, "token ids to text"},
+    {"serve", lockstep::cli::Serve, "OpenAI- and llama-server-compatible HTTP server"},
     {"lab", lockstep::cli::Lab, "experiments: logprobs, diverge, accept, probe, identity-diff"},
 };
 

@@ -1,0 +1,166 @@
+// An in-process `lockstep serve` on an ephemeral port, and the HTTP helpers its tests and the
+// serve benchmark use (include <httplib.h> with the library's pkg-config defines).
+#pragma once
+
+#include <httplib.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/load.h"
+#include "engine/engine.h"
+#include "server/server.h"
+
+namespace lockstep::testing {
+
+struct ServeSetup {
+  std::string model, draft;  // empty draft: no speculation
+  int parallel = 8;
+  int ctx = 512;
+  int draft_max = 3;
+  int threads = 1;              // never changes a token; one thread waits least on a busy machine
+  server::ServerConfig config;  // port is forced to 0 (any free port)
+};
+
+// Loads the models, starts the server on a background thread, stops it on destruction.
+class InProcessServer {
+ public:
+  explicit InProcessServer(ServeSetup setup) : setup_(std::move(setup)) {}
+  ~InProcessServer() { Stop(); }
+
+  // An empty string when started; else what went wrong.
+  std::string Start() {
+    std::signal(SIGPIPE, SIG_IGN);  // a disconnecting client must not kill the test process
+    cli::LoadOptions lo;
+    lo.model = setup_.model;
+    lo.draft = setup_.draft;
+    lo.threads = setup_.threads;
+    lo.max_drafting = setup_.parallel;
+    auto loaded = cli::LoadModels(lo);
+    if (!loaded.ok()) return loaded.status().message();
+    models_ = std::make_unique<cli::LoadedModels>(std::move(*loaded));
+    engine::Options eo;
+    eo.n_seq_max = setup_.parallel;
+    eo.n_ctx = setup_.ctx;
+    eo.draft_max = models_->proposer ? setup_.draft_max : 0;
+    auto engine = engine::Engine::Create(*models_->target, models_->proposer.get(), eo);
+    if (!engine.ok()) return engine.status().message();
+    engine_ = std::move(*engine);
+    server::ServedModel served;
+    served.target = models_->target.get();
+    served.tokenizer = models_->tokenizer.get();
+    served.engine = engine_.get();
+    served.speculative = models_->proposer != nullptr;
+    served.id = "test-model";
+    served.identity = {{"model", "test-model"}, {"model_sha256", "not computed (test)"}};
+    server::ServerConfig config = setup_.config;
+    config.port = 0;
+    config.defaults.draft_max = eo.draft_max;
+    server_ = std::make_unique<server::Server>(served, config);
+    auto port = server_->Bind();
+    if (!port.ok()) return port.status().message();
+    port_ = *port;
+    thread_ = std::thread([this] { server_->Run(); });
+    return "";
+  }
+
+  void Stop() {
+    if (server_) server_->Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  int port() const { return port_; }
+  const tokenizer::Tokenizer* tokenizer() const { return models_->tokenizer.get(); }
+  std::unique_ptr<httplib::Client> Client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    c->set_read_timeout(60, 0);
+    return c;
+  }
+
+ private:
+  ServeSetup setup_;
+  std::unique_ptr<cli::LoadedModels> models_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<server::Server> server_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+// A `lockstep serve` child process listening on a free port.
+struct ServeProcess {
+  pid_t pid = -1;
+  int port = 0;  // 0: it did not start (its first line of output is in `line`)
+  std::string line;
+};
+
+// Starts `binary serve ARGS --port 0` and reads the port from its "listening on" line.
+inline ServeProcess SpawnServe(const std::string& binary, std::vector<std::string> args) {
+  args.insert(args.begin(), {binary, "serve"});
+  args.insert(args.end(), {"--port", "0"});
+  int out[2];
+  ServeProcess p;
+  if (::pipe(out) != 0) return p;
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  char ch;
+  while (p.line.find('\n') == std::string::npos && ::read(out[0], &ch, 1) == 1) p.line += ch;
+  ::close(out[0]);  // later output goes nowhere; the server ignores SIGPIPE
+  const size_t at = p.line.find("127.0.0.1:");
+  if (at != std::string::npos) p.port = std::atoi(p.line.c_str() + at + 10);
+  return p;
+}
+
+// SIGTERM, then the exit code (-1 when it did not exit normally).
+inline int StopServe(const ServeProcess& p) {
+  if (p.pid <= 0) return -1;
+  ::kill(p.pid, SIGTERM);
+  int status = 0;
+  ::waitpid(p.pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The JSON payloads of a server-sent event stream, without the final [DONE] (counted in *done).
+inline std::vector<nlohmann::json> SseEvents(const std::string& body, int* done = nullptr) {
+  std::vector<nlohmann::json> events;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find("\n\n", at);
+    if (end == std::string::npos) end = body.size();
+    const std::string event = body.substr(at, end - at);
+    at = end + 2;
+    if (event.rfind("data: ", 0) != 0) continue;
+    const std::string data = event.substr(6);
+    if (data == "[DONE]") {
+      if (done) ++*done;
+      continue;
+    }
+    events.push_back(nlohmann::json::parse(data, nullptr, false));
+  }
+  return events;
+}
+
+// POSTs a JSON body; the response body is kept whole (streamed responses included).
+inline httplib::Result PostJson(httplib::Client& c, const std::string& path,
+                                const nlohmann::json& body) {
+  return c.Post(path.c_str(), body.dump(), "application/json");
+}
+
+}  // namespace lockstep::testing
