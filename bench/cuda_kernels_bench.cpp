@@ -14,8 +14,9 @@
 #include <fmt/format.h>
 
 #include "core/dtype.h"
-#include "core/half.h"
 #include "quant/quant.h"
+#include "core/check.h"
+#include "testing/encode.h"
 #include "testing/random.h"
 #if LOCKSTEP_HAS_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -78,18 +79,7 @@ std::vector<uint8_t> WeightBytes(DType type, int64_t k, int64_t n) {
   std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(n));
   for (int64_t r = 0; r < distinct; ++r) {
     const auto row = testing::GaussianRow(k, 1000 + static_cast<uint32_t>(r), 0.5f);
-    uint8_t* dst = bytes.data() + row_bytes * static_cast<size_t>(r);
-    if (type == DType::F32) {
-      std::memcpy(dst, row.data(), row_bytes);
-    } else if (type == DType::F16 || type == DType::BF16) {
-      for (int64_t i = 0; i < k; ++i) {
-        const uint16_t h = type == DType::F16 ? FloatToHalf(row[static_cast<size_t>(i)])
-                                              : FloatToBF16(row[static_cast<size_t>(i)]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-    } else {
-      quant::QuantizeRow(type, row.data(), dst, k);
-    }
+    CHECK(testing::EncodeRow(type, row, bytes.data() + row_bytes * static_cast<size_t>(r)));
   }
   for (int64_t r = distinct; r < n; ++r)
     std::memcpy(bytes.data() + row_bytes * static_cast<size_t>(r),

@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "kv/kv_cache.h"
 #include "quant/quant.h"
+#include "testing/encode.h"
 #include "testing/random.h"
 #if LOCKSTEP_HAS_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -40,18 +41,7 @@ bool MakeWeight(DType type, int64_t k, int64_t n, uint32_t seed, HostWeight* out
   for (int64_t r = 0; r < n; ++r) {
     const auto row = testing::GaussianRow(k, seed + static_cast<uint32_t>(r), 0.5f);
     uint8_t* dst = out->bytes.data() + row_bytes * static_cast<size_t>(r);
-    if (type == DType::F32) {
-      std::memcpy(dst, row.data(), row_bytes);
-    } else if (type == DType::F16 || type == DType::BF16) {
-      for (int64_t i = 0; i < k; ++i) {
-        const uint16_t h = type == DType::F16 ? FloatToHalf(row[static_cast<size_t>(i)])
-                                              : FloatToBF16(row[static_cast<size_t>(i)]);
-        std::memcpy(dst + 2 * i, &h, 2);
-      }
-    } else {
-      if (!quant::CanQuantize(type)) return false;
-      quant::QuantizeRow(type, row.data(), dst, k);
-    }
+    if (!testing::EncodeRow(type, row, dst)) return false;
     quant::DequantizeRow(type, dst, out->dequant.data() + r * k, k);
   }
   out->view.name = std::string("w_") + std::string(Name(type));
@@ -60,6 +50,17 @@ bool MakeWeight(DType type, int64_t k, int64_t n, uint32_t seed, HostWeight* out
   out->view.data = out->bytes.data();
   out->view.row_bytes = row_bytes;
   return true;
+}
+
+// An F32 vector weight (norm weights, scales) viewing `values`.
+Weight VectorWeight(const char* name, const std::vector<float>& values) {
+  Weight w;
+  w.name = name;
+  w.type = DType::F32;
+  w.ne = {static_cast<int64_t>(values.size())};
+  w.data = values.data();
+  w.row_bytes = values.size() * sizeof(float);
+  return w;
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -252,11 +253,7 @@ TEST_F(CudaOps, NormAndRopeAreAccurateAndRowInvariant) {
   const auto x = testing::GaussianRow(rows * cols, 3);
   const auto wv = testing::GaussianRow(head, 4);
   HostWeight hw;
-  hw.view.name = "norm";
-  hw.view.type = DType::F32;
-  hw.view.ne = {head};
-  hw.view.data = wv.data();
-  hw.view.row_bytes = head * sizeof(float);
+  hw.view = VectorWeight("norm", wv);
   std::vector<int32_t> pos;
   for (int64_t r = 0; r < rows; ++r) pos.push_back(static_cast<int32_t>(r * 37 + 5));
   auto run = [&](backend::Backend& be, const Weight& w, int64_t r0, int64_t n) {
@@ -289,11 +286,7 @@ TEST_F(CudaOps, RmsNormOfWholeRowsIsAccurateAndRowInvariant) {
   const auto x = testing::GaussianRow(rows * cols, 13);
   const auto wv = testing::GaussianRow(cols, 14);
   HostWeight hw;
-  hw.view.name = "row_norm";
-  hw.view.type = DType::F32;
-  hw.view.ne = {cols};
-  hw.view.data = wv.data();
-  hw.view.row_bytes = cols * sizeof(float);
+  hw.view = VectorWeight("row_norm", wv);
   const Weight gw = gpu_->PrepareWeight(hw.view);
   auto run = [&](backend::Backend& be, const Weight& w, int64_t r0, int64_t n) {
     Tensor t = be.NewTensor(n, cols), y = be.NewTensor(n, cols);
@@ -399,11 +392,7 @@ TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
     down.view.ne = {n_ff, d, n_expert};
     const auto scale_v = testing::GaussianRow(n_expert, 5);
     HostWeight scale;
-    scale.view.name = "down_scale";
-    scale.view.type = DType::F32;
-    scale.view.ne = {n_expert};
-    scale.view.data = scale_v.data();
-    scale.view.row_bytes = n_expert * sizeof(float);
+    scale.view = VectorWeight("down_scale", scale_v);
     const auto x = testing::GaussianRow(rows * d, 6);
     const auto logits = testing::GaussianRow(rows * n_expert, 8, 2.0f);
     const Weight gg = gpu_->PrepareWeight(gate.view), gd = gpu_->PrepareWeight(down.view),

@@ -47,7 +47,7 @@ testing::ServeProcess StartDefaultPair(const std::string& js, const std::string&
                                    "4",
                                    "--no-hash",
                                    "--chat-template-file",
-                                   std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/templates/gemma4.jinja"};
+                                   js + "/../data/templates/gemma4.jinja"};
   if (!api_key.empty()) args.insert(args.end(), {"--api-key", api_key});
   return testing::SpawnServe(LOCKSTEP_BINARY, args);
 }
