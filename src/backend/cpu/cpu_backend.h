@@ -57,6 +57,9 @@ class CpuBackend : public Backend {
               const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
 
   ThreadPool& pool() { return pool_; }
+  // Quantized weights against several activation rows: the tile kernels (quant::DotTile, the
+  // default) or today's row-by-row DotCols path (benchmarks' baseline). Same bits either way.
+  void set_quant_tiles(bool on) { quant_tiles_ = on; }
 
  private:
   // Scratch of one pool worker for the kernels that need more than registers: MoE routing and
@@ -99,6 +102,7 @@ class CpuBackend : public Backend {
   // Lane accumulators of the multi-row float matmul, kRowsScratchFloats per pool worker: fixed
   // size (rows beyond one chunk are done in passes), so it is allocated once, here.
   std::vector<float> rows_scratch_;
+  bool quant_tiles_ = true;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.
