@@ -16,7 +16,7 @@
 namespace lockstep::quant {
 namespace {
 
-const DType kTileTypes[] = {DType::Q4_K, DType::Q6_K,   DType::Q8_0,
+const DType kTileTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K,  DType::Q8_0,
                             DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
 
 // `cols` random weight rows of n elements, back to back.

@@ -1,4 +1,4 @@
-// AVX2 tile kernels for DotTile: Q4_K, Q6_K and the 32-element types (Q8_0, Q4_0, IQ4_NL,
+// AVX2 tile kernels for DotTile: Q4_K, Q5_K, Q6_K and the 32-element types (Q8_0, Q4_0, IQ4_NL,
 // MXFP4). Each weight block is unpacked once for a tile of rows into levels in the activations'
 // element order and int16 scale vectors, so a (row, column) pair costs vpmaddubsw + vpmaddwd per
 // 32 elements and one shared reduction, with dot_avx2.cpp's exact integers.
@@ -21,15 +21,17 @@ inline __m256i ScaledDot8(const __m256i* q, const __m256i* sc, const uint8_t* x)
   return _mm256_add_epi32(a, b);
 }
 
-// Q4_K: vector j is sub-block j (low nibbles of 32 bytes for even j, high for odd), its scale
-// in every int16 lane.
-struct Q4K {
-  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = 144;
+// Q4_K / Q5_K: vector j is sub-block j (low nibbles of 32 bytes for even j, high for odd;
+// Q5_K's fifth bit j of qh[l] added), its scale in every int16 lane.
+template <bool kFive>
+struct Q45K {
+  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = kFive ? 176 : 144;
+  static constexpr int kQs = kFive ? 48 : 16;
   struct Weights {
     __m256i q[4][8], sc[4][8], mn[4];
     __m128 d, dmin;
   };
-  __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
   __m256i mctl = K4MinControl();
   void Unpack(const uint8_t* const* w, int64_t b, Weights* u) const {
     for (int c = 0; c < 4; ++c) {
@@ -37,9 +39,17 @@ struct Q4K {
       uint64_t sc, mn;
       UnpackK4Scales(wb + 4, &sc, &mn);
       for (int p = 0; p < 4; ++p) {
-        const __m256i q = LoadY(wb + 16 + 32 * p);
+        const __m256i q = LoadY(wb + kQs + 32 * p);
         u->q[c][2 * p] = _mm256_and_si256(q, m4);
         u->q[c][2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      }
+      if constexpr (kFive) {
+        const __m256i qh = LoadY(wb + 16);
+        for (int j = 0; j < 8; ++j) {
+          const __m256i bit =
+              _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(j)), one);
+          u->q[c][j] = _mm256_or_si256(u->q[c][j], _mm256_slli_epi16(bit, 4));
+        }
       }
       for (int j = 0; j < 8; ++j)
         u->sc[c][j] = _mm256_set1_epi16(static_cast<int16_t>((sc >> (8 * j)) & 0xFF));
@@ -139,7 +149,9 @@ struct Block32 {
 TileFn Avx2Tile(DType t) {
   switch (t) {
     case DType::Q4_K:
-      return Tile<Q4K>;
+      return Tile<Q45K<false>>;
+    case DType::Q5_K:
+      return Tile<Q45K<true>>;
     case DType::Q6_K:
       return Tile<Q6K>;
     case DType::Q8_0:

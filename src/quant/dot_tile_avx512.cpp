@@ -1,4 +1,4 @@
-// AVX-512 (F, BW, VL, DQ, VNNI) tile kernels for DotTile: Q4_K, Q6_K and the 32-element types
+// AVX-512 (F, BW, VL, DQ, VNNI) tile kernels for DotTile: Q4_K, Q5_K, Q6_K and the 32-element types
 // (Q8_0, Q4_0, IQ4_NL, MXFP4). Integer sums as in dot_avx512.cpp, but each weight block's
 // unpacking (nibble split, scale widening, level lookup) is done once for a tile of rows and
 // moved to the weight side, so every activation row is used as loaded.
@@ -34,17 +34,22 @@ inline __m256i ScaledDot4(const __m512i* q, const __m512i* sc, const uint8_t* x)
   return Fold(_mm512_add_epi32(a, b));
 }
 
-// Q4_K: vector k holds elements 64k..64k+63 (sub-blocks 2k and 2k+1: low then high nibbles of
-// the same 32 bytes), with sub-block scales widened to int16 lanes 0-15 / 16-31.
-struct Q4K {
-  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = 144;
+// Q4_K / Q5_K: vector k holds elements 64k..64k+63 (sub-blocks 2k and 2k+1: low then high
+// nibbles of the same 32 bytes, Q5_K's fifth bit j of qh[l] added), with sub-block scales
+// widened to int16 lanes 0-15 / 16-31.
+template <bool kFive>
+struct Q45K {
+  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = kFive ? 176 : 144;
+  static constexpr int kQs = kFive ? 48 : 16;
   struct Weights {
     __m512i q[4][4], sc[4][4];
     __m256i mn[4];
     __m128 d, dmin;
   };
-  __m512i m4 = _mm512_set1_epi8(0x0F);
+  __m512i m4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
   __m256i mctl = K4MinControl();
+  // Q5_K: per-vector shifts that bring bit 2k (lanes 0-15) / 2k+1 (16-31) of qh to bit 0.
+  __m512i hshift[4] = {SplitIndex(0, 1), SplitIndex(2, 3), SplitIndex(4, 5), SplitIndex(6, 7)};
   // vpshufb controls that widen scale bytes 2k, 2k+1 (broadcast) into int16 lanes 0-15, 16-31.
   __m512i sctl[4] = {SplitIndex(0x8000, 0x8001), SplitIndex(0x8002, 0x8003),
                      SplitIndex(0x8004, 0x8005), SplitIndex(0x8006, 0x8007)};
@@ -54,11 +59,18 @@ struct Q4K {
       uint64_t sc, mn;
       UnpackK4Scales(wb + 4, &sc, &mn);
       for (int h = 0; h < 2; ++h) {
-        const __m512i q = LoadZ(wb + 16 + 64 * h);
+        const __m512i q = LoadZ(wb + kQs + 64 * h);
         const __m512i lo = _mm512_and_si512(q, m4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         u->q[c][2 * h] = _mm512_shuffle_i64x2(lo, hi, 0x44);
         u->q[c][2 * h + 1] = _mm512_shuffle_i64x2(lo, hi, 0xEE);
+      }
+      if constexpr (kFive) {
+        const __m512i qh = _mm512_broadcast_i64x4(LoadY(wb + 16));
+        for (int k = 0; k < 4; ++k) {
+          const __m512i bit = _mm512_and_si512(_mm512_srlv_epi16(qh, hshift[k]), one);
+          u->q[c][k] = _mm512_or_si512(u->q[c][k], _mm512_slli_epi16(bit, 4));
+        }
       }
       const __m512i sb = _mm512_set1_epi64(static_cast<long long>(sc));
       for (int k = 0; k < 4; ++k)
@@ -168,7 +180,9 @@ struct Block32 {
 TileFn Avx512Tile(DType t) {
   switch (t) {
     case DType::Q4_K:
-      return Tile<Q4K>;
+      return Tile<Q45K<false>>;
+    case DType::Q5_K:
+      return Tile<Q45K<true>>;
     case DType::Q6_K:
       return Tile<Q6K>;
     case DType::Q8_0:
@@ -180,7 +194,7 @@ TileFn Avx512Tile(DType t) {
     case DType::MXFP4:
       return Tile<Block32<NibbleBlock<Nib::kMxfp4>>>;
     default:
-      return nullptr;  // Q5_K, IQ4_XS, ...: the AVX2 tile kernels where they exist
+      return nullptr;  // IQ4_XS, ...: the AVX2 tile kernels where they exist
   }
 }
 
