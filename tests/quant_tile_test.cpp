@@ -16,8 +16,8 @@
 namespace lockstep::quant {
 namespace {
 
-const DType kTileTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K,  DType::Q8_0,
-                            DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
+const DType kTileTypes[] = {DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS,
+                            DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
 
 // `cols` random weight rows of n elements, back to back.
 std::vector<uint8_t> Matrix(DType t, int cols, int64_t n, uint32_t seed) {

@@ -1,4 +1,4 @@
-// AVX2 tile kernels for DotTile: Q4_K, Q5_K, Q6_K and the 32-element types (Q8_0, Q4_0, IQ4_NL,
+// AVX2 tile kernels for DotTile: Q4_K, Q5_K, Q6_K, IQ4_XS and the 32-element types (Q8_0, Q4_0, IQ4_NL,
 // MXFP4). Each weight block is unpacked once for a tile of rows into levels in the activations'
 // element order and int16 scale vectors, so a (row, column) pair costs vpmaddubsw + vpmaddwd per
 // 32 elements and one shared reduction, with dot_avx2.cpp's exact integers.
@@ -118,6 +118,47 @@ struct Q6K {
   }
 };
 
+// IQ4_XS: eight sub-blocks of 32 table levels (signed: |level| against the activation with the
+// level's sign), each with a 6-bit scale minus 32 in every int16 lane.
+struct Iq4Xs {
+  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = 136;
+  struct Weights {
+    __m256i lv[4][8], mag[4][8], sc[4][8];
+    __m128 d;
+  };
+  __m256i table = NibbleTable<Nib::kIq4Nl>();
+  void Unpack(const uint8_t* const* w, int64_t b, Weights* u) const {
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* wb = w[c] + b * kWBytes;
+      const int sh = Bits16(wb + 2);
+      for (int j = 0; j < 8; ++j) {
+        const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 0xF) | (((sh >> (2 * j)) & 3) << 4);
+        u->lv[c][j] = NibbleLevels(wb + 8 + 16 * j, table);
+        u->mag[c][j] = _mm256_sign_epi8(u->lv[c][j], u->lv[c][j]);
+        u->sc[c][j] = _mm256_set1_epi16(static_cast<int16_t>(ls - 32));
+      }
+    }
+    u->d = Halves4Of(w, b * kWBytes);
+  }
+  __m128 Contribution(const Weights& u, const uint8_t* xb) const {
+    __m256i isum[4];
+    for (int c = 0; c < 4; ++c) {
+      __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
+      for (int j = 0; j < 8; j += 2) {
+        const __m256i x0 = LoadY(xb + 4 + 32 * j), x1 = LoadY(xb + 36 + 32 * j);
+        a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                    u.mag[c][j], _mm256_sign_epi8(x0, u.lv[c][j])), u.sc[c][j]));
+        b = _mm256_add_epi32(
+            b, _mm256_madd_epi16(
+                   _mm256_maddubs_epi16(u.mag[c][j + 1], _mm256_sign_epi8(x1, u.lv[c][j + 1])),
+                   u.sc[c][j + 1]));
+      }
+      isum[c] = _mm256_add_epi32(a, b);
+    }
+    return Combine4(u.d, _mm_set1_ps(ActScale(xb)), Hsum4(isum[0], isum[1], isum[2], isum[3]));
+  }
+};
+
 // 32-element blocks with int8 levels: |level| against the activation with the level's sign
 // (dot_avx2.cpp's DotS8S8), the magnitudes taken once per block.
 template <class Block>
@@ -154,6 +195,8 @@ TileFn Avx2Tile(DType t) {
       return Tile<Q45K<true>>;
     case DType::Q6_K:
       return Tile<Q6K>;
+    case DType::IQ4_XS:
+      return Tile<Iq4Xs>;
     case DType::Q8_0:
       return Tile<Block32<Q8_0Block>>;
     case DType::Q4_0:
