@@ -177,10 +177,14 @@ struct Block32 {
 
 }  // namespace
 
+// Q4_K with a column per lane (dot_tile_wide_avx512.cpp).
+void Q4KWideTile(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow* x,
+                 int64_t n_rows, float* out, int64_t out_stride);
+
 TileFn Avx512Tile(DType t) {
   switch (t) {
     case DType::Q4_K:
-      return Tile<Q45K<false>>;
+      return Q4KWideTile;
     case DType::Q5_K:
       return Tile<Q45K<true>>;
     case DType::Q6_K:

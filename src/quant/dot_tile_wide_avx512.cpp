@@ -1,0 +1,125 @@
+// AVX-512 Q4_K tile kernel with one output column per int32 lane (16 columns per vector), for
+// DotTile. Per weight block the 16 weight rows' dwords are gathered so that lane c of vector m
+// holds dword m of row c's block: then vpdpbusd against 4 activation bytes broadcast to every
+// lane adds each column's exact partial sums in its own lane, with no horizontal reductions,
+// and the per-block float expression runs for 16 columns at once. The integers (sub-block sums
+// times scales, minimums times activation sums) are Q4_K's exact ones and every lane does
+// CombineMin and Acc8 as the one-row kernel does, so outputs equal DotRow bit for bit.
+// GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
+// -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "quant/dot_x86.h"
+
+namespace lockstep::quant::detail {
+namespace {
+
+constexpr int kCols = 16;      // columns per vector: one per int32 lane
+constexpr int kWideRows = 16;  // activation rows per unpacked block
+constexpr int kBlockBytes = 144;
+
+// Block b of the 16 rows, lane c = row c: 8 sub-block scales and minimums (the minimum as an
+// int16 pair, to meet two adjacent activation sums in vpdpwssd), nibble levels of qs dword i
+// (low: sub-block 2 (i / 8), high: the next one), d and dmin.
+struct Wide {
+  __m512i lo[32], hi[32], sc[8], mn2[8];
+  __m512 d, dmin;
+};
+
+inline __m512i Byte(__m512i v, int k) {
+  return _mm512_and_si512(_mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xFF));
+}
+
+void Unpack(const uint8_t* blk0, __m512i rows, Wide* u) {
+  auto dword = [&](int m) { return _mm512_i32gather_epi32(rows, blk0 + 4 * m, 1); };
+  const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F);
+  for (int i = 0; i < 32; ++i) {
+    const __m512i q = dword(4 + i);
+    u->lo[i] = _mm512_and_si512(q, m4);
+    u->hi[i] = _mm512_and_si512(_mm512_srli_epi32(q, 4), m4);
+  }
+  // UnpackK4Scales, lane by lane.
+  const __m512i a0 = dword(1), a1 = dword(2), a2 = dword(3);
+  const __m512i k6 = _mm512_set1_epi32(0x3F3F3F3F), k4 = _mm512_set1_epi32(0x0F0F0F0F),
+                k2 = _mm512_set1_epi32(0x03030303);
+  const __m512i sc_lo = _mm512_and_si512(a0, k6), mn_lo = _mm512_and_si512(a1, k6);
+  const __m512i sc_hi = _mm512_or_si512(
+      _mm512_and_si512(a2, k4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a0, 6), k2), 4));
+  const __m512i mn_hi =
+      _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), k4),
+                      _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a1, 6), k2), 4));
+  for (int j = 0; j < 8; ++j) {
+    u->sc[j] = Byte(j < 4 ? sc_lo : sc_hi, j % 4);
+    const __m512i m = Byte(j < 4 ? mn_lo : mn_hi, j % 4);
+    u->mn2[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+  }
+  const __m512i dd = dword(0);
+  u->d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+  u->dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+}
+
+inline __m512i Bcast(const uint8_t* p) {
+  return _mm512_set1_epi32(static_cast<int>(U32(p)));
+}
+
+// Block b's CombineMin for the 16 columns against one activation block.
+inline __m512 Contribution(const Wide& u, const uint8_t* xb) {
+  const uint8_t* xq = xb + 4;
+  __m512i isum = _mm512_setzero_si512(), imin = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    const __m512i* q = (j % 2 == 0 ? u.lo : u.hi) + 8 * (j / 2);
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Bcast(xq + 32 * j));
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[1], Bcast(xq + 32 * j + 4));
+    for (int i = 2; i < 8; i += 2) {
+      s0 = _mm512_dpbusd_epi32(s0, q[i], Bcast(xq + 32 * j + 4 * i));
+      s1 = _mm512_dpbusd_epi32(s1, q[i + 1], Bcast(xq + 32 * j + 4 * i + 4));
+    }
+    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(s0, s1), u.sc[j]));
+    imin = _mm512_dpwssd_epi32(imin, u.mn2[j], Bcast(xb + 260 + 4 * j));
+  }
+  const __m512 dx = _mm512_set1_ps(ActScale(xb));
+  return _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(u.d, dx), _mm512_cvtepi32_ps(isum)),
+                       _mm512_mul_ps(_mm512_mul_ps(u.dmin, dx), _mm512_cvtepi32_ps(imin)));
+}
+
+// Acc8 with the 16 columns in lanes.
+struct Acc8x16 {
+  __m512 a[8];
+  void Store(int n_cols, float* out) const {
+    const __m512 s0 = _mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[1], a[5]));
+    const __m512 s1 = _mm512_add_ps(_mm512_add_ps(a[2], a[6]), _mm512_add_ps(a[3], a[7]));
+    _mm512_mask_storeu_ps(out, static_cast<__mmask16>((1u << n_cols) - 1), _mm512_add_ps(s0, s1));
+  }
+};
+
+}  // namespace
+
+// Q4_K DotTile (n_cols 1..16; absent columns repeat the last row, computed but not stored).
+void Q4KWideTile(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow* x,
+                 int64_t n_rows, float* out, int64_t out_stride) {
+  alignas(64) int32_t offs[kCols];
+  for (int c = 0; c < kCols; ++c) offs[c] = static_cast<int32_t>(std::min(c, n_cols - 1) * row_bytes);
+  const __m512i rows = _mm512_load_si512(offs);
+  const int64_t nb = x[0].n / 256;
+  Wide u;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kWideRows) {
+    const int nr = static_cast<int>(std::min<int64_t>(kWideRows, n_rows - r0));
+    Acc8x16 acc[kWideRows];
+    for (int r = 0; r < nr; ++r)
+      for (auto& v : acc[r].a) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      Unpack(w + b * kBlockBytes, rows, &u);
+      for (int r = 0; r < nr; ++r) {
+        __m512& a = acc[r].a[b & 7];
+        a = _mm512_add_ps(a, Contribution(u, x[r0 + r].q.data() + b * kQ8x256Bytes));
+      }
+    }
+    for (int r = 0; r < nr; ++r) acc[r].Store(n_cols, out + (r0 + r) * out_stride);
+  }
+}
+
+}  // namespace lockstep::quant::detail
