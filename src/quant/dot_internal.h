@@ -43,6 +43,7 @@ using TileFn = void (*)(const uint8_t* w, size_t row_bytes, int n_cols, const Pr
                         int64_t n_rows, float* out, int64_t out_stride);
 TileFn Avx2Tile(DType t);
 TileFn Avx512Tile(DType t);
+TileFn Avx512WideTile(DType t);  // a column per lane (dot_tile_wide_avx512.cpp)
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 

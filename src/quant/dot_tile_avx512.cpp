@@ -1,5 +1,6 @@
-// AVX-512 (F, BW, VL, DQ, VNNI) tile kernels for DotTile: Q4_K, Q5_K, Q6_K and the 32-element types
-// (Q8_0, Q4_0, IQ4_NL, MXFP4). Integer sums as in dot_avx512.cpp, but each weight block's
+// AVX-512 (F, BW, VL, DQ, VNNI) tile kernels for DotTile with 4 columns per tile: Q5_K and the
+// 32-element types (Q8_0, Q4_0, IQ4_NL, MXFP4); Q4_K and Q6_K have a column per lane
+// (dot_tile_wide_avx512.cpp). Integer sums as in dot_avx512.cpp, but each weight block's
 // unpacking (nibble split, scale widening, level lookup) is done once for a tile of rows and
 // moved to the weight side, so every activation row is used as loaded.
 // GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
@@ -96,58 +97,6 @@ struct Q45K {
   }
 };
 
-// Q6_K: 6-bit levels (0..63, the -32 applied exactly through the activation sums) in the same
-// element order as the activations, group scales widened to their int16 lanes.
-struct Q6K {
-  static constexpr int kElems = 256, kActBytes = kQ8x256Bytes, kWBytes = 210;
-  struct Weights {
-    __m512i q[4][4], sc[4][4];
-    __m256i sc16[4];
-    __m128 d;
-  };
-  __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-  __m512i shl = SplitIndex(4, 2), shr = SplitIndex(0, 2);
-  __m512i idx[4];  // int16 lane i of vector k covers elements 64k + 2i, 2i+1: group 4k + i / 8
-  Q6K() {
-    for (int k = 0; k < 4; ++k) {
-      alignas(64) int16_t v[32];
-      for (int i = 0; i < 32; ++i) v[i] = static_cast<int16_t>(4 * k + i / 8);
-      idx[k] = _mm512_load_si512(v);
-    }
-  }
-  void Unpack(const uint8_t* const* w, int64_t b, Weights* u) const {
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t* wb = w[c] + b * kWBytes;
-      const __m256i sc =
-          _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb + 192)));
-      const __m512i s16 = _mm512_broadcast_i64x4(sc);
-      for (int h = 0; h < 2; ++h) {
-        const __m512i l = LoadZ(wb + 64 * h);
-        const __m512i hz = _mm512_broadcast_i64x4(LoadY(wb + 128 + 32 * h));
-        u->q[c][2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
-                                         _mm512_and_si512(_mm512_sllv_epi16(hz, shl), m30));
-        u->q[c][2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                             _mm512_and_si512(_mm512_srlv_epi16(hz, shr), m30));
-      }
-      for (int k = 0; k < 4; ++k) u->sc[c][k] = _mm512_permutexvar_epi16(idx[k], s16);
-      u->sc16[c] = sc;
-    }
-    u->d = Halves4Of(w, b * kWBytes + 208);
-  }
-  __m128 Contribution(const Weights& u, const uint8_t* xb) const {
-    const __m256i bsum = LoadY(xb + 260);
-    __m256i isum[4], corr[4];
-    for (int c = 0; c < 4; ++c) {
-      isum[c] = ScaledDot4(u.q[c], u.sc[c], xb + 4);
-      corr[c] = _mm256_madd_epi16(bsum, u.sc16[c]);
-    }
-    // Levels are q - 32: subtract 32 * sum(scale * bsum), exactly, then Combine lane by lane.
-    const __m128i total = _mm_sub_epi32(Hsum4(isum[0], isum[1], isum[2], isum[3]),
-                                        _mm_slli_epi32(Hsum4(corr[0], corr[1], corr[2], corr[3]), 5));
-    return Combine4(u.d, _mm_set1_ps(ActScale(xb)), total);
-  }
-};
-
 // 32-element blocks with int8 levels (Q8_0's bytes, or a nibble table lookup): vpdpbusd on
 // x + 128 (unsigned) against the signed levels, started from -128 * (sum of levels), which is
 // the same exact integer as levels . x.
@@ -177,18 +126,11 @@ struct Block32 {
 
 }  // namespace
 
-// Q4_K with a column per lane (dot_tile_wide_avx512.cpp).
-void Q4KWideTile(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow* x,
-                 int64_t n_rows, float* out, int64_t out_stride);
-
 TileFn Avx512Tile(DType t) {
+  if (TileFn wide = Avx512WideTile(t)) return wide;  // a column per lane where there is one
   switch (t) {
-    case DType::Q4_K:
-      return Q4KWideTile;
     case DType::Q5_K:
       return Tile<Q45K<true>>;
-    case DType::Q6_K:
-      return Tile<Q6K>;
     case DType::Q8_0:
       return Tile<Block32<Q8_0Block>>;
     case DType::Q4_0:
