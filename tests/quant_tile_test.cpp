@@ -106,13 +106,23 @@ INSTANTIATE_TEST_SUITE_P(Levels, QuantTileIsa, ::testing::Values(Isa::kAvx2, Isa
                          [](const auto& level) { return std::string(IsaName(level.param)); });
 
 // Whole matmuls through the CPU backend (column blocks split over 1-3 threads, MatMuls laying
-// weights end to end) equal the same matmul one activation row at a time, with the tiles on
-// and off.
+// weights end to end, rows in several L2-sized passes for the 8192-wide case) equal the same
+// matmul one activation row at a time, with the tiles on and off.
 TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
   if (!HasDotTile(DType::Q4_K)) GTEST_SKIP() << "no tile kernels on this CPU (needs AVX2)";
   constexpr int64_t kCols = 37;  // not a multiple of the 16-column block or 4-column group
-  for (DType t : {DType::Q4_K, DType::Q6_K, DType::Q8_0}) {
-    const int64_t n = Info(t).block_size == 256 ? 768 : 288;
+  struct Case {
+    DType t;
+    int64_t n;
+    std::vector<int64_t> rows;
+  };
+  const Case cases[] = {{DType::Q4_K, 768, {2, 5, 9, 17, 64}},
+                        {DType::Q6_K, 768, {2, 5, 9, 17, 64}},
+                        {DType::Q8_0, 288, {2, 5, 9, 17, 64}},
+                        {DType::Q4_K, 8192, {129}}};
+  for (const Case& k : cases) {
+    const DType t = k.t;
+    const int64_t n = k.n;
     const auto wbytes = Matrix(t, kCols, n, 5);
     backend::Weight w;
     w.name = "w";
@@ -122,7 +132,7 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
     w.row_bytes = RowBytes(t, n);
     for (int threads : {1, 2, 3}) {
       backend::CpuBackend be(threads);
-      for (int64_t rows : {2, 5, 9, 17, 64}) {
+      for (int64_t rows : k.rows) {
         const auto xh = testing::GaussianRow(rows * n, static_cast<uint32_t>(rows));
         backend::Tensor x = be.NewTensor(rows, n), y = be.NewTensor(rows, kCols),
                         y2 = be.NewTensor(rows, kCols), y3 = be.NewTensor(rows, kCols);
@@ -144,7 +154,8 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
           be.ToHost(y1, &one);
           std::copy(one.begin(), one.end(), want.begin() + r * kCols);
         }
-        EXPECT_EQ(CountDiffering(got, want), 0) << Name(t) << " threads=" << threads << " rows=" << rows;
+        EXPECT_EQ(CountDiffering(got, want), 0)
+            << Name(t) << " n=" << n << " threads=" << threads << " rows=" << rows;
         EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << Name(t);
         EXPECT_EQ(CountDiffering(got3, want), 0) << "row by row " << Name(t);
       }

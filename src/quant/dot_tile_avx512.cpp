@@ -1,5 +1,5 @@
 // AVX-512 (F, BW, VL, DQ, VNNI) tile kernels for DotTile with 4 columns per tile: Q5_K and the
-// 32-element types (Q8_0, Q4_0, IQ4_NL, MXFP4); Q4_K and Q6_K have a column per lane
+// nibble types (Q4_0, IQ4_NL, MXFP4); Q4_K, Q6_K and Q8_0 have a column per lane
 // (dot_tile_wide_avx512.cpp). Integer sums as in dot_avx512.cpp, but each weight block's
 // unpacking (nibble split, scale widening, level lookup) is done once for a tile of rows and
 // moved to the weight side, so every activation row is used as loaded.
@@ -131,8 +131,6 @@ TileFn Avx512Tile(DType t) {
   switch (t) {
     case DType::Q5_K:
       return Tile<Q45K<true>>;
-    case DType::Q8_0:
-      return Tile<Block32<Q8_0Block>>;
     case DType::Q4_0:
       return Tile<Block32<NibbleBlock<Nib::kQ4_0>>>;
     case DType::IQ4_NL:

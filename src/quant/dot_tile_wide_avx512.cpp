@@ -1,4 +1,4 @@
-// AVX-512 Q4_K and Q6_K tile kernels with one output column per int32 lane (16 columns per vector), for
+// AVX-512 Q4_K, Q6_K and Q8_0 tile kernels with one output column per int32 lane (16 columns per vector), for
 // DotTile. Per weight block the 16 weight rows' dwords are gathered so that lane c of vector m
 // holds dword m of row c's block: then vpdpbusd against 4 activation bytes broadcast to every
 // lane adds each column's exact partial sums in its own lane, with no horizontal reductions,
@@ -36,7 +36,7 @@ inline __m512i Gather(const uint8_t* blk0, __m512i rows, int off) {
 // as an int16 pair, to meet two adjacent activation sums in vpdpwssd), nibble levels of qs
 // dword i (low: sub-block 2 (i / 8), high: the next one), d and dmin.
 struct Q4KWide {
-  static constexpr int kBlockBytes = 144;
+  static constexpr int kBlockBytes = 144, kElems = 256, kActBytes = kQ8x256Bytes;
   __m512i lo[32], hi[32], sc[8], mn2[8];
   __m512 d, dmin;
   void Unpack(const uint8_t* blk0, __m512i rows);
@@ -97,7 +97,7 @@ inline __m512 Q4KWide::Contribution(const uint8_t* xb) const {
 // the 16 group scales, the scales as int16 pairs (2i, 2i+1) for the exact -32 correction
 // through the activation sums, and d.
 struct Q6KWide {
-  static constexpr int kBlockBytes = 210;
+  static constexpr int kBlockBytes = 210, kElems = 256, kActBytes = kQ8x256Bytes;
   __m512i q[64], sc[16], sc2[8];
   __m512 d;
   void Unpack(const uint8_t* blk0, __m512i rows) {
@@ -141,6 +141,30 @@ struct Q6KWide {
   }
 };
 
+// Q8_0. Lane c = row c: 4 int8 levels per dword, the start -128 * (sum of levels) so that
+// vpdpbusd on x + 128 (unsigned) gives levels . x exactly, and d.
+struct Q8_0Wide {
+  static constexpr int kBlockBytes = 34, kElems = 32, kActBytes = kQ8x32Bytes;
+  __m512i lv[8], start;
+  __m512 d;
+  void Unpack(const uint8_t* blk0, __m512i rows) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int i = 0; i < 8; ++i) {
+      lv[i] = Gather(blk0, rows, 2 + 4 * i);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), lv[i]);
+    }
+    start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
+    d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(Gather(blk0, rows, 0)));
+  }
+  __m512 Contribution(const uint8_t* xb) const {
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    __m512i s = start;
+    for (int i = 0; i < 8; ++i)
+      s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(Bcast(xb + 4 + 4 * i), bias), lv[i]);
+    return _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(ActScale(xb))), _mm512_cvtepi32_ps(s));
+  }
+};
+
 // Acc8 with the 16 columns in lanes.
 struct Acc8x16 {
   __m512 a[8];
@@ -158,7 +182,7 @@ void WideTile(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow*
   alignas(64) int32_t offs[kCols];
   for (int c = 0; c < kCols; ++c) offs[c] = static_cast<int32_t>(std::min(c, n_cols - 1) * row_bytes);
   const __m512i rows = _mm512_load_si512(offs);
-  const int64_t nb = x[0].n / 256;
+  const int64_t nb = x[0].n / K::kElems;
   K u;
   for (int64_t r0 = 0; r0 < n_rows; r0 += kWideRows) {
     const int nr = static_cast<int>(std::min<int64_t>(kWideRows, n_rows - r0));
@@ -169,7 +193,7 @@ void WideTile(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow*
       u.Unpack(w + b * K::kBlockBytes, rows);
       for (int r = 0; r < nr; ++r) {
         __m512& a = acc[r].a[b & 7];
-        a = _mm512_add_ps(a, u.Contribution(x[r0 + r].q.data() + b * kQ8x256Bytes));
+        a = _mm512_add_ps(a, u.Contribution(x[r0 + r].q.data() + b * K::kActBytes));
       }
     }
     for (int r = 0; r < nr; ++r) acc[r].Store(n_cols, out + (r0 + r) * out_stride);
@@ -184,6 +208,8 @@ TileFn Avx512WideTile(DType t) {
       return WideTile<Q4KWide>;
     case DType::Q6_K:
       return WideTile<Q6KWide>;
+    case DType::Q8_0:
+      return WideTile<Q8_0Wide>;
     default:
       return nullptr;
   }
