@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "quant/quant.h"
+#include "testing/matmul_reference.h"
 #include "testing/quant_weights.h"
 #include "testing/random.h"
 
@@ -143,17 +144,11 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
         be.set_quant_tiles(false);
         be.MatMul(w, x, &y3);
         be.set_quant_tiles(true);
-        std::vector<float> got, got2, got3, want(static_cast<size_t>(rows * kCols)), one;
+        std::vector<float> got, got2, got3;
         be.ToHost(y, &got);
         be.ToHost(y2, &got2);
         be.ToHost(y3, &got3);
-        backend::Tensor x1 = be.NewTensor(1, n), y1 = be.NewTensor(1, kCols);
-        for (int64_t r = 0; r < rows; ++r) {
-          be.FromHost({xh.data() + r * n, static_cast<size_t>(n)}, &x1);
-          be.MatMul(w, x1, &y1);
-          be.ToHost(y1, &one);
-          std::copy(one.begin(), one.end(), want.begin() + r * kCols);
-        }
+        const auto want = testing::MatMulRowByRow(be, w, xh, rows, n);
         EXPECT_EQ(CountDiffering(got, want), 0)
             << Name(t) << " n=" << n << " threads=" << threads << " rows=" << rows;
         EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << Name(t);

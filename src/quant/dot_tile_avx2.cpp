@@ -65,12 +65,9 @@ struct Q45K {
       isum[c] = ScaledDot8(u.q[c], u.sc[c], xb + 4);
       imin[c] = _mm256_madd_epi16(bsum, u.mn[c]);
     }
-    // CombineMin lane by lane: (d * dx) * isum - (dmin * dx) * imin.
-    const __m128 dx = _mm_set1_ps(ActScale(xb));
-    return _mm_sub_ps(
-        _mm_mul_ps(_mm_mul_ps(u.d, dx), _mm_cvtepi32_ps(Hsum4(isum[0], isum[1], isum[2], isum[3]))),
-        _mm_mul_ps(_mm_mul_ps(u.dmin, dx),
-                   _mm_cvtepi32_ps(Hsum4(imin[0], imin[1], imin[2], imin[3]))));
+    return CombineMin4(u.d, u.dmin, _mm_set1_ps(ActScale(xb)),
+                       Hsum4(isum[0], isum[1], isum[2], isum[3]),
+                       Hsum4(imin[0], imin[1], imin[2], imin[3]));
   }
 };
 
@@ -111,10 +108,9 @@ struct Q6K {
       isum[c] = ScaledDot8(u.q[c], u.sc[c], xb + 4);
       corr[c] = _mm256_madd_epi16(bsum, u.sc16[c]);
     }
-    // Levels are q - 32: subtract 32 * sum(scale * bsum), exactly, then Combine lane by lane.
-    const __m128i total = _mm_sub_epi32(Hsum4(isum[0], isum[1], isum[2], isum[3]),
-                                        _mm_slli_epi32(Hsum4(corr[0], corr[1], corr[2], corr[3]), 5));
-    return Combine4(u.d, _mm_set1_ps(ActScale(xb)), total);
+    return Combine4(u.d, _mm_set1_ps(ActScale(xb)),
+                    Minus32(Hsum4(isum[0], isum[1], isum[2], isum[3]),
+                            Hsum4(corr[0], corr[1], corr[2], corr[3])));
   }
 };
 

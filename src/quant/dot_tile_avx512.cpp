@@ -88,12 +88,9 @@ struct Q45K {
       isum[c] = ScaledDot4(u.q[c], u.sc[c], xb + 4);
       imin[c] = _mm256_madd_epi16(bsum, u.mn[c]);
     }
-    // CombineMin lane by lane: (d * dx) * isum - (dmin * dx) * imin.
-    const __m128 dx = _mm_set1_ps(ActScale(xb));
-    return _mm_sub_ps(
-        _mm_mul_ps(_mm_mul_ps(u.d, dx), _mm_cvtepi32_ps(Hsum4(isum[0], isum[1], isum[2], isum[3]))),
-        _mm_mul_ps(_mm_mul_ps(u.dmin, dx),
-                   _mm_cvtepi32_ps(Hsum4(imin[0], imin[1], imin[2], imin[3]))));
+    return CombineMin4(u.d, u.dmin, _mm_set1_ps(ActScale(xb)),
+                       Hsum4(isum[0], isum[1], isum[2], isum[3]),
+                       Hsum4(imin[0], imin[1], imin[2], imin[3]));
   }
 };
 

@@ -20,6 +20,17 @@ namespace {
 // lanes (8 x 16 bytes each) stay in L1.
 constexpr int kTileRows = 8;
 
+// CombineMin for four columns, lane by lane: (d * dx) * isum - (dmin * dx) * imin.
+inline __m128 CombineMin4(__m128 d, __m128 dmin, __m128 dx, __m128i isum, __m128i imin) {
+  return _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, dx), _mm_cvtepi32_ps(isum)),
+                    _mm_mul_ps(_mm_mul_ps(dmin, dx), _mm_cvtepi32_ps(imin)));
+}
+// Q6_K's levels are stored plus 32: the exact integer is sum(scale * q . x) - 32 * sum(scale *
+// bsum), for four columns' int32 sums.
+inline __m128i Minus32(__m128i isum, __m128i corr) {
+  return _mm_sub_epi32(isum, _mm_slli_epi32(corr, 5));
+}
+
 // A type's kernel K at one ISA gives: kElems (elements per block), kActBytes (prepared
 // activation bytes per block), kWBytes (weight bytes per block), a Weights struct (4 rows'
 // block, unpacked), Unpack(w, b, &u) for block b of the 4 rows w[0..3], and
