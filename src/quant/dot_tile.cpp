@@ -19,6 +19,8 @@ void Run(detail::TileFn f, const void* w, size_t row_bytes, int n_cols, const Pr
   CHECKF(f != nullptr, "DotTile: no tile kernel for {}", Name(x[0].wtype));
   CHECKF(n_cols >= 1 && n_cols <= kMaxTileCols && n_rows >= 1, "DotTile: {} x {}", n_rows,
          n_cols);
+  // The AVX-512 kernels gather with int32 byte offsets of up to 15 rows.
+  CHECKF(row_bytes * kMaxTileCols < (size_t{1} << 31), "DotTile: rows of {} bytes", row_bytes);
   f(static_cast<const uint8_t*>(w), row_bytes, n_cols, x, n_rows, out, out_stride);
 }
 
