@@ -34,6 +34,12 @@ int64_t Chunks(int64_t n) {
   return (n + kMoeChunk - 1) / kMoeChunk;
 }
 
+// Tasks per chunk so a thread gets at least ~64K multiply-adds (tiny experts stay on the
+// caller: waking a worker would cost more than the work; the split never changes results).
+int64_t Grain(int64_t work_per_task) {
+  return std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work_per_task));
+}
+
 }  // namespace
 
 void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type,
@@ -76,7 +82,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
   MoeRoute(x, router_logits, gate.type, n_used, moe_scale_.data());
   // Gate and up rows of every (row, expert) pair, in column chunks.
   const int64_t ff_chunks = Chunks(n_ff);
-  pool_.ParallelFor(slots * ff_chunks, 1, [&](int64_t b, int64_t e) {
+  pool_.ParallelFor(slots * ff_chunks, Grain(2 * kMoeChunk * n_embd), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t s = t / ff_chunks, j0 = t % ff_chunks * kMoeChunk;
       const int64_t ex = moe_.expert[s], base = ex * gate.ne[1];
@@ -90,7 +96,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
     }
   });
   // The GELU product of each pair, prepared for its down rows.
-  pool_.ParallelForWorker(slots, 1, [&](int worker, int64_t b, int64_t e) {
+  pool_.ParallelForWorker(slots, Grain(16 * n_ff), [&](int worker, int64_t b, int64_t e) {
     float* act = worker_[static_cast<size_t>(worker)].act.data();
     for (int64_t s = b; s < e; ++s) {
       const float* hid = moe_.hid.data() + s * 2 * n_ff;
@@ -99,7 +105,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
     }
   });
   const int64_t d_chunks = Chunks(n_embd);
-  pool_.ParallelFor(slots * d_chunks, 1, [&](int64_t b, int64_t e) {
+  pool_.ParallelFor(slots * d_chunks, Grain(kMoeChunk * n_ff), [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       const int64_t s = t / d_chunks, j0 = t % d_chunks * kMoeChunk, ex = moe_.expert[s];
       float* d = moe_.down.data() + s * n_embd;
@@ -108,7 +114,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
     }
   });
   // The weighted sum in ascending expert id, one row per task.
-  pool_.ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
+  pool_.ParallelFor(rows, Grain(n_used * n_embd), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       float* out = y->row(r);
       std::fill(out, out + n_embd, 0.0f);
