@@ -129,12 +129,7 @@ TEST(MatMulRows, BackendMatMulEqualsOneRowAtATime) {
     for (DType t : kTypes)
       for (int64_t n : {9, 257, 1536}) {
         const auto wbytes = Weights(t, kCols, n, 11 + n);
-        backend::Weight w;
-        w.name = "w";
-        w.type = t;
-        w.ne = {n, kCols};
-        w.data = wbytes.data();
-        w.row_bytes = RowBytes(t, n);
+        const backend::Weight w = testing::HostWeight(t, n, kCols, wbytes);
         for (int64_t rows : {2, 5, 17, 64, 129}) {
           const auto xh = Random(500 + rows, rows * n);
           backend::Tensor x = be.NewTensor(rows, n), y = be.NewTensor(rows, kCols),

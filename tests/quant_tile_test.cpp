@@ -125,12 +125,7 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
     const DType t = k.t;
     const int64_t n = k.n;
     const auto wbytes = Matrix(t, kCols, n, 5);
-    backend::Weight w;
-    w.name = "w";
-    w.type = t;
-    w.ne = {n, kCols};
-    w.data = wbytes.data();
-    w.row_bytes = RowBytes(t, n);
+    const backend::Weight w = testing::HostWeight(t, n, kCols, wbytes);
     for (int threads : {1, 2, 3}) {
       backend::CpuBackend be(threads);
       for (int64_t rows : k.rows) {

@@ -59,15 +59,7 @@ struct Q45K {
     u->dmin = Halves4Of(w, b * kWBytes + 2);
   }
   __m128 Contribution(const Weights& u, const uint8_t* xb) const {
-    const __m256i bsum = LoadY(xb + 260);
-    __m256i isum[4], imin[4];
-    for (int c = 0; c < 4; ++c) {
-      isum[c] = ScaledDot8(u.q[c], u.sc[c], xb + 4);
-      imin[c] = _mm256_madd_epi16(bsum, u.mn[c]);
-    }
-    return CombineMin4(u.d, u.dmin, _mm_set1_ps(ActScale(xb)),
-                       Hsum4(isum[0], isum[1], isum[2], isum[3]),
-                       Hsum4(imin[0], imin[1], imin[2], imin[3]));
+    return K45Terms(u, xb, ScaledDot8);
   }
 };
 

@@ -31,6 +31,21 @@ inline __m128i Minus32(__m128i isum, __m128i corr) {
   return _mm_sub_epi32(isum, _mm_slli_epi32(corr, 5));
 }
 
+// Q4_K/Q5_K block terms of 4 columns from their unpacked weights u (q, sc, mn, d, dmin): the
+// ISA's scaled sub-block dot for isum, the minimums against the activation sums for imin.
+template <class Weights, class ScaledDot>
+inline __m128 K45Terms(const Weights& u, const uint8_t* xb, ScaledDot scaled_dot) {
+  const __m256i bsum = LoadY(xb + 260);
+  __m256i isum[4], imin[4];
+  for (int c = 0; c < 4; ++c) {
+    isum[c] = scaled_dot(u.q[c], u.sc[c], xb + 4);
+    imin[c] = _mm256_madd_epi16(bsum, u.mn[c]);
+  }
+  return CombineMin4(u.d, u.dmin, _mm_set1_ps(ActScale(xb)),
+                     Hsum4(isum[0], isum[1], isum[2], isum[3]),
+                     Hsum4(imin[0], imin[1], imin[2], imin[3]));
+}
+
 // A type's kernel K at one ISA gives: kElems (elements per block), kActBytes (prepared
 // activation bytes per block), kWBytes (weight bytes per block), a Weights struct (4 rows'
 // block, unpacked), Unpack(w, b, &u) for block b of the 4 rows w[0..3], and

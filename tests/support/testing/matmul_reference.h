@@ -7,8 +7,21 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/dtype.h"
 
 namespace lockstep::testing {
+
+// A weight of `cols` rows of n elements of type t over host bytes (which must outlive it).
+inline backend::Weight HostWeight(DType t, int64_t n, int64_t cols,
+                                  const std::vector<uint8_t>& bytes) {
+  backend::Weight w;
+  w.name = "w";
+  w.type = t;
+  w.ne = {n, cols};
+  w.data = bytes.data();
+  w.row_bytes = RowBytes(t, n);
+  return w;
+}
 
 // y[r][c] = (x row r) · (weight row c) for rows x rows of n floats in `xh`, row by row.
 inline std::vector<float> MatMulRowByRow(backend::Backend& be, const backend::Weight& w,
