@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "bench_common.h"
 #include "model/model.h"
 #include "quant/model_quantize.h"
 #include "read_bandwidth.h"
@@ -23,35 +24,11 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Weight bytes one decode step reads: every tensor except the per-layer embedding table, of
-// which a single row is gathered (token_embd is read whole: it is the tied output projection).
-double WeightBytesPerToken(const model::Model& m) {
-  double b = 0;
-  for (const auto& t : m.file().tensors())
-    if (t.name != "per_layer_token_embd.weight") b += static_cast<double>(t.nbytes);
-  return b;
-}
-
-// f32 K and V bytes attention reads for a query at position `pos`.
-double KvBytesPerToken(const model::ModelConfig& c, int pos) {
-  double b = 0;
-  for (const auto& l : c.layers) {
-    const int n = l.sliding ? std::min(pos + 1, c.n_swa) : pos + 1;
-    b += 2.0 * n * l.n_head_kv * l.head_dim * 4.0;
-  }
-  return b;
-}
+using bench::Clock;
+using bench::KvBytesPerToken;
+using bench::Median;
+using bench::Seconds;
+using bench::WeightBytesPerToken;
 
 struct Row {
   std::string model, type;

@@ -11,6 +11,7 @@
 #include "backend/cpu/matmul_rows.h"
 #include "quant/quant.h"
 #include "sample/sampler.h"
+#include "testing/matmul_reference.h"
 
 namespace lockstep {
 namespace {
@@ -128,12 +129,7 @@ TEST(MatMulRows, BackendMatMulEqualsOneRowAtATime) {
     for (DType t : kTypes)
       for (int64_t n : {9, 257, 1536}) {
         const auto wbytes = Weights(t, kCols, n, 11 + n);
-        backend::Weight w;
-        w.name = "w";
-        w.type = t;
-        w.ne = {n, kCols};
-        w.data = wbytes.data();
-        w.row_bytes = RowBytes(t, n);
+        const backend::Weight w = testing::HostWeight(t, n, kCols, wbytes);
         for (int64_t rows : {2, 5, 17, 64, 129}) {
           const auto xh = Random(500 + rows, rows * n);
           backend::Tensor x = be.NewTensor(rows, n), y = be.NewTensor(rows, kCols),
@@ -142,16 +138,10 @@ TEST(MatMulRows, BackendMatMulEqualsOneRowAtATime) {
           be.MatMul(w, x, &y);
           const backend::Backend::MatMulOut outs[] = {{&w, &y2}};
           be.MatMuls(x, outs);
-          std::vector<float> got, got2, want(static_cast<size_t>(rows * kCols)), one;
+          std::vector<float> got, got2;
           be.ToHost(y, &got);
           be.ToHost(y2, &got2);
-          backend::Tensor x1 = be.NewTensor(1, n), y1 = be.NewTensor(1, kCols);
-          for (int64_t r = 0; r < rows; ++r) {
-            be.FromHost({xh.data() + r * n, static_cast<size_t>(n)}, &x1);
-            be.MatMul(w, x1, &y1);
-            be.ToHost(y1, &one);
-            std::copy(one.begin(), one.end(), want.begin() + r * kCols);
-          }
+          const auto want = testing::MatMulRowByRow(be, w, xh, rows, n);
           EXPECT_EQ(CountDiffering(got, want), 0)
               << Name(t) << " threads=" << threads << " n=" << n << " rows=" << rows;
           EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << Name(t);

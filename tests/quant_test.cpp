@@ -16,6 +16,7 @@
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "testing/quant_weights.h"
 #include "testing/random.h"
 
 namespace lockstep::quant {
@@ -168,53 +169,6 @@ TEST(QuantRoundTrip, DegenerateRows) {
 namespace lockstep::quant {
 namespace {
 
-// A random but well-formed weight row: random bytes with every scale field set to a sane f16
-// (or E8M0) value, so the row has no NaN/Inf and uses every level.
-std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<uint8_t> w(RowBytes(t, n));
-  if (t == DType::F32 || t == DType::F16 || t == DType::BF16) {
-    const auto x = testing::GaussianRow(n, seed);
-    QuantizeRow(t, x.data(), w.data(), n);
-    return w;
-  }
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const DTypeInfo& info = Info(t);
-  std::vector<int> half_fields;
-  switch (t) {
-    case DType::Q2_K:
-      half_fields = {80, 82};
-      break;
-    case DType::Q3_K:
-      half_fields = {108};
-      break;
-    case DType::Q4_1:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K:
-      half_fields = {0, 2};
-      break;
-    case DType::Q6_K:
-      half_fields = {208};
-      break;
-    case DType::MXFP4:
-      break;
-    default:
-      half_fields = {0};
-      break;
-  }
-  std::uniform_real_distribution<float> u(0.001f, 0.05f);
-  for (size_t b = 0; b < w.size() / info.type_size; ++b) {
-    uint8_t* blk = w.data() + b * info.type_size;
-    if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(118 + rng() % 8);
-    for (int off : half_fields) {
-      const uint16_t h = FloatToHalf(u(rng));
-      std::memcpy(blk + off, &h, 2);
-    }
-  }
-  return w;
-}
-
 const DType kFastTypes[] = {DType::F32,    DType::F16,   DType::BF16, DType::Q8_0,
                             DType::Q4_0,   DType::Q4_1,  DType::Q5_0, DType::Q5_1,
                             DType::IQ4_NL, DType::MXFP4, DType::Q2_K, DType::Q3_K,
@@ -238,7 +192,7 @@ TEST(QuantDot, EveryIsaMatchesPortableBitForBitAndIsAccurate) {
         std::vector<std::vector<uint8_t>> ws;
         const void* ptrs[kMaxDotCols];
         for (int c = 0; c < kMaxDotCols; ++c) {
-          ws.push_back(RandomWeights(t, n, 10 * seed + c));
+          ws.push_back(testing::RandomWeights(t, n, 10 * seed + c));
           ptrs[c] = ws.back().data();
         }
         const auto x = testing::GaussianRow(n, 100 + seed);
@@ -296,7 +250,7 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
 // Negative control for the bit comparison: a kernel with another block order differs.
 TEST(QuantDot, DifferentOrderChangesBits) {
   const int64_t n = 4096;
-  const auto w = RandomWeights(DType::F32, n, 3);
+  const auto w = testing::RandomWeights(DType::F32, n, 3);
   const auto x = testing::GaussianRow(n, 4);
   PreparedRow px;
   PrepareRow(DType::F32, x.data(), n, &px);

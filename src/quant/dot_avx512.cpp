@@ -17,23 +17,6 @@ inline __m512i LoadZ(const uint8_t* p) {
   return _mm512_loadu_si512(p);
 }
 
-// Four f16 scales at a byte stride, as floats (exact conversion).
-inline __m128 Halves4(const uint8_t* p, int stride) {
-  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(Bits16(p)),
-                                     static_cast<int16_t>(Bits16(p + stride)),
-                                     static_cast<int16_t>(Bits16(p + 2 * stride)),
-                                     static_cast<int16_t>(Bits16(p + 3 * stride)), 0, 0, 0, 0));
-}
-inline __m128 ActScales4(const uint8_t* xb, int stride) {
-  return _mm_setr_ps(ActScale(xb), ActScale(xb + stride), ActScale(xb + 2 * stride),
-                     ActScale(xb + 3 * stride));
-}
-
-// Sums of the 8 int32 lanes of four vectors, in vector order.
-inline __m128i Hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
-  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
-  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
 // Acc8 for kCols rows held as two 4-lane halves: blocks b..b+3 (b % 4 == 0) go to half b/4 % 2,
 // lane by lane, which is Acc8::Add in block order.
 template <int kCols>
@@ -51,11 +34,6 @@ struct Acc8x {
   }
 };
 
-// (dw * dx) * float(isum), lane by lane: Combine for four blocks.
-inline __m128 Combine4(__m128 dw, __m128 dx, __m128i isum) {
-  return _mm_mul_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum));
-}
-
 // How far ahead of a block to prefetch: the same block kCols rows on, which is where the next
 // call reads when the caller walks a matrix kCols contiguous rows at a time. Measured on Zen 4
 // (matvec_bench): far better than a fixed distance within the row, even for 4096-wide rows
@@ -69,39 +47,6 @@ inline int64_t PrefetchAhead(int k_cols, int64_t row_bytes) {
 inline __m256i DotS8(__m256i w, __m256i x) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
-
-// 16 bytes of nibbles -> 32 signed levels (low nibbles first) through a 16-entry table.
-inline __m256i NibbleLevels(const uint8_t* p, __m256i table) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i m = _mm_set1_epi8(0xF);
-  const __m256i n = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
-  return _mm256_shuffle_epi8(table, n);
-}
-
-// The 32-element, one-scale block types: Q8_0 (int8 levels) and the nibble types (levels by
-// table lookup). Each gives its block size, levels and scale(s).
-struct Q8_0Block {
-  static constexpr int kBytes = 34;
-  __m256i Levels(const uint8_t* wb) const { return LoadY(wb + 2); }
-  float Scale(const uint8_t* wb) const { return Half(wb); }
-  __m128 Scales4(const uint8_t* wb) const { return Halves4(wb, kBytes); }
-};
-template <Nib kKind>
-struct NibbleBlock {
-  static constexpr int kBytes = NibbleBlockBytes<kKind>();
-  __m256i table = NibbleTable<kKind>();
-  __m256i Levels(const uint8_t* wb) const {
-    return NibbleLevels(wb + NibbleQsOffset<kKind>(), table);
-  }
-  float Scale(const uint8_t* wb) const { return NibbleScale<kKind>(wb); }
-  __m128 Scales4(const uint8_t* wb) const {
-    if constexpr (kKind == Nib::kMxfp4)
-      return _mm_setr_ps(E8M0Half(wb[0]), E8M0Half(wb[kBytes]), E8M0Half(wb[2 * kBytes]),
-                         E8M0Half(wb[3 * kBytes]));
-    else
-      return Halves4(wb, kBytes);
-  }
-};
 
 // Four blocks per step: four int8 dots reduced together, Combine for the four lane by lane,
 // added to Acc8's lanes in block order; leftover blocks one at a time.
@@ -138,48 +83,12 @@ void Block32Cols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   }
 }
 
-// Q4_K's 12 scale bytes -> eight 6-bit scales (bytes of *sc) and eight 6-bit mins (*mn).
-inline void UnpackK4Scales(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
-  uint32_t a0, a1, a2;
-  std::memcpy(&a0, q, 4);
-  std::memcpy(&a1, q + 4, 4);
-  std::memcpy(&a2, q + 8, 4);
-  constexpr uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
-  const uint32_t sc_hi = (a2 & k4) | (((a0 >> 6) & k2) << 4);
-  const uint32_t mn_hi = ((a2 >> 4) & k4) | (((a1 >> 6) & k2) << 4);
-  *sc = (a0 & k6) | (uint64_t{sc_hi} << 32);
-  *mn = (a1 & k6) | (uint64_t{mn_hi} << 32);
-}
-
 // int16 lane index vector: lanes 0..15 -> a, 16..31 -> b.
 inline __m512i SplitIndex(int a, int b) {
   return _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(a)),
                             _mm256_set1_epi16(static_cast<int16_t>(b)), 1);
 }
 
-// Acc8 for up to four rows with row c in lane c: block b's contributions go to partial b % 8
-// and are reduced by Acc8's tree, each lane doing exactly the scalar operations.
-struct Acc8Cols {
-  __m128 a[8];
-  Acc8Cols() {
-    for (auto& v : a) v = _mm_setzero_ps();
-  }
-  void Add(int64_t b, __m128 v) { a[b & 7] = _mm_add_ps(a[b & 7], v); }
-  void Store(int n_cols, float* out) const {
-    const __m128 s0 = _mm_add_ps(_mm_add_ps(a[0], a[4]), _mm_add_ps(a[1], a[5]));
-    const __m128 s1 = _mm_add_ps(_mm_add_ps(a[2], a[6]), _mm_add_ps(a[3], a[7]));
-    alignas(16) float r[4];
-    _mm_store_ps(r, _mm_add_ps(s0, s1));
-    for (int c = 0; c < n_cols; ++c) out[c] = r[c];
-  }
-};
-
-// The f16 at byte `off` of each row's block, row c in lane c (0 for absent rows).
-template <int kCols>
-inline __m128 ColHalves(const uint8_t* const* w, int64_t off) {
-  auto h = [&](int c) { return c < kCols ? static_cast<int16_t>(Bits16(w[c] + off)) : 0; };
-  return _mm_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), 0, 0, 0, 0));
-}
 inline __m256i Fold(__m512i v) {
   return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
 }
@@ -193,14 +102,7 @@ void Q4KCols(const uint8_t* const* w, const PreparedRow& x, float* out) {
   // all int16 lanes of each 256-bit half: high byte 0x80 selects zero.
   const __m512i sctl[4] = {SplitIndex(0x8000, 0x8002), SplitIndex(0x8001, 0x8003),
                            SplitIndex(0x8004, 0x8006), SplitIndex(0x8005, 0x8007)};
-  // int16 lane i -> min byte i / 2 (each min covers two 16-element activation sums).
-  const __m256i mctl = _mm256_setr_epi16(
-      static_cast<int16_t>(0x8000), static_cast<int16_t>(0x8000), static_cast<int16_t>(0x8001),
-      static_cast<int16_t>(0x8001), static_cast<int16_t>(0x8002), static_cast<int16_t>(0x8002),
-      static_cast<int16_t>(0x8003), static_cast<int16_t>(0x8003), static_cast<int16_t>(0x8004),
-      static_cast<int16_t>(0x8004), static_cast<int16_t>(0x8005), static_cast<int16_t>(0x8005),
-      static_cast<int16_t>(0x8006), static_cast<int16_t>(0x8006), static_cast<int16_t>(0x8007),
-      static_cast<int16_t>(0x8007));
+  const __m256i mctl = K4MinControl();
   Acc8Cols acc;
   const int64_t ahead = PrefetchAhead(kCols, x.n / 256 * 144);
   for (int64_t b = 0; b < x.n / 256; ++b) {

@@ -37,6 +37,13 @@ struct Kernel {
 RowDotFn PortableDot(DType t);  // nullptr: no fast kernel
 Kernel Avx2Kernel(DType t);     // empty: no AVX2 kernel (dot_avx2.cpp)
 Kernel Avx512Kernel(DType t);   // empty: no AVX-512 kernel (dot_avx512.cpp)
+// DotTile's kernels (n_cols 1..kMaxTileCols): dot_tile_avx2.cpp, dot_tile_avx512.cpp; nullptr
+// where the level has none for the type.
+using TileFn = void (*)(const uint8_t* w, size_t row_bytes, int n_cols, const PreparedRow* x,
+                        int64_t n_rows, float* out, int64_t out_stride);
+TileFn Avx2Tile(DType t);
+TileFn Avx512Tile(DType t);
+TileFn Avx512WideTile(DType t);  // a column per lane (dot_tile_wide_avx512.cpp)
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 

@@ -112,5 +112,123 @@ constexpr int NibbleQsOffset() {
   return kKind == Nib::kMxfp4 ? 1 : 2;
 }
 
+// Pieces of the several-rows-per-call kernels (dot_avx512.cpp, dot_tile_*.cpp).
+
+// 16 bytes of nibbles -> 32 signed levels (low nibbles first) through a 16-entry table.
+inline __m256i NibbleLevels(const uint8_t* p, __m256i table) {
+  return _mm256_shuffle_epi8(table, LoadNibbles(p));
+}
+
+// Four f16 scales at a byte stride, as floats (exact conversion).
+inline __m128 Halves4(const uint8_t* p, int stride) {
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(Bits16(p)),
+                                     static_cast<int16_t>(Bits16(p + stride)),
+                                     static_cast<int16_t>(Bits16(p + 2 * stride)),
+                                     static_cast<int16_t>(Bits16(p + 3 * stride)), 0, 0, 0, 0));
+}
+// The f16 at byte `off` of four rows, row c in lane c.
+inline __m128 Halves4Of(const uint8_t* const* w, int64_t off) {
+  return _mm_cvtph_ps(_mm_setr_epi16(
+      static_cast<int16_t>(Bits16(w[0] + off)), static_cast<int16_t>(Bits16(w[1] + off)),
+      static_cast<int16_t>(Bits16(w[2] + off)), static_cast<int16_t>(Bits16(w[3] + off)), 0, 0, 0,
+      0));
+}
+inline __m128 ActScales4(const uint8_t* xb, int stride) {
+  return _mm_setr_ps(ActScale(xb), ActScale(xb + stride), ActScale(xb + 2 * stride),
+                     ActScale(xb + 3 * stride));
+}
+
+// Sums of the 8 int32 lanes of four vectors, in vector order.
+inline __m128i Hsum4(__m256i a, __m256i b, __m256i c, __m256i d) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(a, b), _mm256_hadd_epi32(c, d));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+// (dw * dx) * float(isum), lane by lane: Combine for four blocks.
+inline __m128 Combine4(__m128 dw, __m128 dx, __m128i isum) {
+  return _mm_mul_ps(_mm_mul_ps(dw, dx), _mm_cvtepi32_ps(isum));
+}
+
+// The 32-element, one-scale block types: Q8_0 (int8 levels) and the nibble types (levels by
+// table lookup). Each gives its block size, levels and scale(s).
+struct Q8_0Block {
+  static constexpr int kBytes = 34;
+  __m256i Levels(const uint8_t* wb) const { return LoadY(wb + 2); }
+  float Scale(const uint8_t* wb) const { return Half(wb); }
+  __m128 Scales4(const uint8_t* wb) const { return Halves4(wb, kBytes); }
+  // The scales of block b of four weight rows, row c in lane c.
+  __m128 ColScales4(const uint8_t* const* w, int64_t b) const {
+    return Halves4Of(w, b * kBytes);
+  }
+};
+template <Nib kKind>
+struct NibbleBlock {
+  static constexpr int kBytes = NibbleBlockBytes<kKind>();
+  __m256i table = NibbleTable<kKind>();
+  __m256i Levels(const uint8_t* wb) const {
+    return NibbleLevels(wb + NibbleQsOffset<kKind>(), table);
+  }
+  float Scale(const uint8_t* wb) const { return NibbleScale<kKind>(wb); }
+  __m128 Scales4(const uint8_t* wb) const {
+    if constexpr (kKind == Nib::kMxfp4)
+      return _mm_setr_ps(E8M0Half(wb[0]), E8M0Half(wb[kBytes]), E8M0Half(wb[2 * kBytes]),
+                         E8M0Half(wb[3 * kBytes]));
+    else
+      return Halves4(wb, kBytes);
+  }
+  __m128 ColScales4(const uint8_t* const* w, int64_t b) const {
+    const int64_t off = b * kBytes;
+    if constexpr (kKind == Nib::kMxfp4)
+      return _mm_setr_ps(E8M0Half(w[0][off]), E8M0Half(w[1][off]), E8M0Half(w[2][off]),
+                         E8M0Half(w[3][off]));
+    else
+      return Halves4Of(w, off);
+  }
+};
+
+// Q4_K's 12 scale bytes -> eight 6-bit scales (bytes of *sc) and eight 6-bit mins (*mn).
+inline void UnpackK4Scales(const uint8_t* q, uint64_t* sc, uint64_t* mn) {
+  uint32_t a0, a1, a2;
+  std::memcpy(&a0, q, 4);
+  std::memcpy(&a1, q + 4, 4);
+  std::memcpy(&a2, q + 8, 4);
+  constexpr uint32_t k6 = 0x3F3F3F3F, k4 = 0x0F0F0F0F, k2 = 0x03030303;
+  const uint32_t sc_hi = (a2 & k4) | (((a0 >> 6) & k2) << 4);
+  const uint32_t mn_hi = ((a2 >> 4) & k4) | (((a1 >> 6) & k2) << 4);
+  *sc = (a0 & k6) | (uint64_t{sc_hi} << 32);
+  *mn = (a1 & k6) | (uint64_t{mn_hi} << 32);
+}
+
+// vpshufb control that widens min byte i / 2 of a broadcast 64-bit word into int16 lane i
+// (each Q4_K min covers two 16-element activation sums); high byte 0x80 selects zero.
+inline __m256i K4MinControl() {
+  alignas(32) int16_t v[16];
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<int16_t>(0x8000 | (i / 2));
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(v));
+}
+
+// Acc8 for up to four rows with row c in lane c: block b's contributions go to partial b % 8
+// and are reduced by Acc8's tree, each lane doing exactly the scalar operations.
+struct Acc8Cols {
+  __m128 a[8];
+  Acc8Cols() {
+    for (auto& v : a) v = _mm_setzero_ps();
+  }
+  void Add(int64_t b, __m128 v) { a[b & 7] = _mm_add_ps(a[b & 7], v); }
+  void Store(int n_cols, float* out) const {
+    const __m128 s0 = _mm_add_ps(_mm_add_ps(a[0], a[4]), _mm_add_ps(a[1], a[5]));
+    const __m128 s1 = _mm_add_ps(_mm_add_ps(a[2], a[6]), _mm_add_ps(a[3], a[7]));
+    alignas(16) float r[4];
+    _mm_store_ps(r, _mm_add_ps(s0, s1));
+    for (int c = 0; c < n_cols; ++c) out[c] = r[c];
+  }
+};
+
+// The f16 at byte `off` of each row's block, row c in lane c (0 for absent rows).
+template <int kCols>
+inline __m128 ColHalves(const uint8_t* const* w, int64_t off) {
+  auto h = [&](int c) { return c < kCols ? static_cast<int16_t>(Bits16(w[c] + off)) : 0; };
+  return _mm_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), 0, 0, 0, 0));
+}
+
 }  // namespace
 }  // namespace lockstep::quant::detail

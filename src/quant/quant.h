@@ -56,6 +56,23 @@ Isa KernelIsa(Isa isa, DType t);
 // DotCols with the kernels of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
 void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out);
 
+// Several activation rows against a few weight rows (prefill chunks, verify passes, batches):
+// out[r * out_stride + c] = DotRow(w + c * row_bytes, x[r]) for r < n_rows and c < n_cols
+// (1..kMaxTileCols), bit for bit. Each weight block is loaded and unpacked once for a tile of
+// activation rows; every output keeps DotRow's integers, per-block float expression and Acc8
+// order. Only for types HasDotTile accepts (elsewhere call DotCols per row); every x[r] must
+// be prepared for w's type and length.
+inline constexpr int kMaxTileCols = 16;
+bool HasDotTile(DType t);
+void DotTile(const void* w, size_t row_bytes, int n_cols, const PreparedRow* x, int64_t n_rows,
+             float* out, int64_t out_stride);
+// The tile kernel of level `isa` (the level itself or the one below without its own): tests
+// hold every level this CPU runs to the same bits. HasDotTileIsa is false when the CPU lacks
+// `isa` or no level up to it has a tile kernel for `t`.
+bool HasDotTileIsa(Isa isa, DType t);
+void DotTileIsa(Isa isa, const void* w, size_t row_bytes, int n_cols, const PreparedRow* x,
+                int64_t n_rows, float* out, int64_t out_stride);
+
 // f32 x f32 dot in lockstep's canonical order (8 interleaved partial sums, then a fixed tree).
 float DotF32(const float* a, const float* b, int64_t n);
 // out[c] = DotF32(a[c], b, n) for c < n_cols (1..kMaxDotCols), bit for bit, with the best

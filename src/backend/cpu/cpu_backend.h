@@ -57,16 +57,29 @@ class CpuBackend : public Backend {
               const Weight& down, const Weight* down_scale, int n_used, Tensor* y) override;
 
   ThreadPool& pool() { return pool_; }
+  // Quantized weights against several activation rows: the tile kernels (quant::DotTile, the
+  // default) or today's row-by-row DotCols path (benchmarks' baseline). Same bits either way.
+  void set_quant_tiles(bool on) { quant_tiles_ = on; }
 
  private:
   // Scratch of one pool worker for the kernels that need more than registers: MoE routing and
   // expert activations, top-k candidates of token selection.
   struct WorkerScratch {
-    std::vector<float> probs, hid, act;
+    std::vector<float> probs, act;
     std::vector<int> experts;
-    quant::PreparedRow xin, xact;
     std::vector<int32_t> candidates;
   };
+  // MoeFfn's state between its parallel passes, per (row, selected expert) pair ("slot", row
+  // major, experts ascending): expert id, combination weight, gate/up outputs, down outputs,
+  // prepared rows. Grown, never shrunk.
+  struct MoeState {
+    std::vector<int> expert;
+    std::vector<float> weight, hid, down;
+    std::vector<quant::PreparedRow> xin, xact;  // by row, by slot
+  };
+  void MoeBuffers(int64_t rows, int64_t slots, int64_t n_embd, int64_t n_ff, int n_expert);
+  void MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type, int n_used,
+                const float* scale);
   // Prepared activation rows, reused across calls. Every row keeps the largest buffers any
   // row of the set has needed, so a row index first used by a later, larger step (more
   // drafting sequences, more verify rows) finds its buffers ready.
@@ -95,10 +108,12 @@ class CpuBackend : public Backend {
   std::vector<const quant::PreparedRow*> mm_prep_;   // MatMuls: each output's prepared rows
   std::vector<DType> mm_types_;                      // MatMuls: weight type of each set
   std::vector<float> rope_ff_, norm_w_, moe_scale_;  // weights read as f32
+  MoeState moe_;
   std::vector<double> rope_inv_freq_;
   // Lane accumulators of the multi-row float matmul, kRowsScratchFloats per pool worker: fixed
   // size (rows beyond one chunk are done in passes), so it is allocated once, here.
   std::vector<float> rows_scratch_;
+  bool quant_tiles_ = true;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.

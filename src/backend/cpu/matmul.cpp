@@ -86,10 +86,18 @@ bool UsesRowsKernel(const Weight& w, const Tensor& x) {
   return x.rows() > 1 && HasRowsKernel(w.type);
 }
 
+// Activation rows of n elements whose prepared form (about 1.14 bytes per element) fills about
+// 1 MiB (half of a 2 MiB L2): a multiple of 16 (the tile kernels' row tile), at least 16.
+int64_t TileRowPass(int64_t n) {
+  return std::max<int64_t>(16, (int64_t{1} << 20) / (n + n / 7) / 16 * 16);
+}
+
 // Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused,
-// and may be null, for the rows kernel).
+// and may be null, for the rows kernel). `tiles`: quantized weights against several rows go
+// through quant::DotTile (each weight block unpacked once per tile of rows) rather than DotCols
+// row by row; both give the same bits.
 void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* prepared, Tensor* y,
-                  int64_t b, int64_t e, float* scratch) {
+                  int64_t b, int64_t e, float* scratch, bool tiles) {
   const int64_t n_out = w.n_rows(), n_rows = x.rows();
   const int64_t j_end = std::min(n_out, e * kBlock);
   if (UsesRowsKernel(w, x)) {
@@ -108,6 +116,17 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
       blk.prefetch_next = j0 + kBlock < n_out;
       MatMulRowsBlock(blk, scratch);
     }
+    return;
+  }
+  if (tiles && n_rows > 1 && quant::HasDotTile(w.type)) {
+    static_assert(kBlock <= quant::kMaxTileCols);
+    // Rows in passes whose prepared activations stay in L2 while the thread's column blocks
+    // go over them (a long prompt's rows would otherwise stream from memory once per block).
+    const int64_t pass = TileRowPass(x.cols());
+    for (int64_t r0 = 0; r0 < n_rows; r0 += pass)
+      for (int64_t j0 = b * kBlock; j0 < j_end; j0 += kBlock)
+        quant::DotTile(w.row(j0), w.row_bytes, static_cast<int>(std::min(kBlock, j_end - j0)),
+                       prepared + r0, std::min(pass, n_rows - r0), y->row(r0) + j0, y->cols());
     return;
   }
   // A few weight rows at a time against each prepared row: the weight rows stay in cache
@@ -135,7 +154,7 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   NoteActivationWidth(x.cols());
   const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
   pool_.ParallelForWorker(NumBlocks(w), Grain(x), [&](int worker, int64_t b, int64_t e) {
-    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker));
+    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker), quant_tiles_);
   });
 }
 
@@ -165,7 +184,7 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       const int64_t lo = std::max(b, mm_first_[i]), hi = std::min(e, mm_first_[i + 1]);
       if (lo < hi)
         MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i],
-                     RowsScratch(worker));
+                     RowsScratch(worker), quant_tiles_);
     }
   });
 }

@@ -1,5 +1,8 @@
 // CPU mixture-of-experts FFN (Gemma 4 routing: softmax over all experts, top-k, renormalise,
-// per-expert output scale). Selected experts are accumulated in ascending expert id.
+// per-expert output scale). Selected experts are accumulated in ascending expert id. The work
+// of every (row, expert) pair is spread over the pool in column chunks, so one decode token's
+// experts run on all threads; each output element is still one DotRow on one thread, and the
+// weighted sum keeps its fixed order.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -23,7 +26,46 @@ void TopK(const std::vector<float>& p, int k, std::vector<int>* idx) {
   std::sort(idx->begin(), idx->end());
 }
 
+// Output columns per task: enough work to be worth waking a worker, and enough tasks that a
+// single token's experts keep every thread busy.
+constexpr int64_t kMoeChunk = 64;
+
+int64_t Chunks(int64_t n) {
+  return (n + kMoeChunk - 1) / kMoeChunk;
+}
+
+// Tasks per chunk so a thread gets at least ~64K multiply-adds (tiny experts stay on the
+// caller: waking a worker would cost more than the work; the split never changes results).
+int64_t Grain(int64_t work_per_task) {
+  return std::max<int64_t>(1, (1 << 16) / std::max<int64_t>(1, work_per_task));
+}
+
 }  // namespace
+
+void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type,
+                          int n_used, const float* scale) {
+  const int n_expert = static_cast<int>(router_logits.cols());
+  pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
+    WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
+    std::vector<float>& p = ws.probs;
+    for (int64_t r = b; r < e; ++r) {
+      const float* lg = router_logits.row(r);
+      const float mx = *std::max_element(lg, lg + n_expert);
+      float sum = 0.0f;
+      for (int i = 0; i < n_expert; ++i) sum += (p[i] = std::exp(lg[i] - mx));
+      for (float& v : p) v /= sum;
+      TopK(p, n_used, &ws.experts);
+      float wsum = 0.0f;
+      for (int ex : ws.experts) wsum += p[ex];
+      for (int k = 0; k < n_used; ++k) {
+        const int ex = ws.experts[static_cast<size_t>(k)];
+        moe_.expert[r * n_used + k] = ex;
+        moe_.weight[r * n_used + k] = p[ex] / wsum * scale[ex];
+      }
+      quant::PrepareRow(in_type, x.row(r), x.cols(), &moe_.xin[r]);
+    }
+  });
+}
 
 void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate,
                         const Weight* up, const Weight& down, const Weight* down_scale, int n_used,
@@ -35,57 +77,77 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
   CHECK(down.ne[1] == n_embd && y->cols() == n_embd && n_used <= n_expert);
   moe_scale_.assign(static_cast<size_t>(n_expert), 1.0f);
   if (down_scale) WeightRowF32(*down_scale, 0, moe_scale_.data());
-  const float* scale = moe_scale_.data();
-  // Size every worker's scratch here, on the calling thread; the workers only reuse it.
-  for (WorkerScratch& ws : worker_) {
-    ws.hid.resize(static_cast<size_t>(2 * n_ff));
-    ws.act.resize(static_cast<size_t>(n_ff));
-    ws.probs.resize(static_cast<size_t>(n_expert));
-    ws.experts.reserve(static_cast<size_t>(n_expert));
-    // Prepared rows too: a worker that first runs an expert row in a later step must not grow
-    // them there (which worker takes a row depends on timing). 2n + 64 bytes bound every
-    // activation format (int8 values plus per-block scales and sums).
-    const size_t widest = static_cast<size_t>(std::max(n_embd, n_ff));
-    for (quant::PreparedRow* pr : {&ws.xin, &ws.xact}) {
-      pr->f32.reserve(widest);
-      pr->q.reserve(2 * widest + 64);
-    }
-  }
-  pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
-    WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
-    std::vector<float>& p = ws.probs;
-    float* hid = ws.hid.data();
-    float* act = ws.act.data();
-    quant::PreparedRow& xin = ws.xin;
-    quant::PreparedRow& xact = ws.xact;
-    for (int64_t r = b; r < e; ++r) {
-      const float* lg = router_logits.row(r);
-      const float mx = *std::max_element(lg, lg + n_expert);
-      float sum = 0.0f;
-      for (int i = 0; i < n_expert; ++i) sum += (p[i] = std::exp(lg[i] - mx));
-      for (float& v : p) v /= sum;
-      TopK(p, n_used, &ws.experts);
-      const std::vector<int>& sel = ws.experts;
-      float wsum = 0.0f;
-      for (int ex : sel) wsum += p[ex];
-      float* out = y->row(r);
-      std::fill(out, out + n_embd, 0.0f);
-      quant::PrepareRow(gate.type, x.row(r), n_embd, &xin);
-      for (int ex : sel) {
-        const int64_t base = static_cast<int64_t>(ex) * gate.ne[1];
-        for (int64_t j = 0; j < n_ff; ++j) {
-          hid[j] = quant::DotRow(gate.row(base + j), xin);
-          hid[n_ff + j] = up ? quant::DotRow(up->row(static_cast<int64_t>(ex) * n_ff + j), xin)
-                             : quant::DotRow(gate.row(base + n_ff + j), xin);
-        }
-        for (int64_t j = 0; j < n_ff; ++j) act[j] = GeluTanh(hid[j]) * hid[n_ff + j];
-        quant::PrepareRow(down.type, act, n_ff, &xact);
-        const float w = p[ex] / wsum * scale[ex];
-        for (int64_t j = 0; j < n_embd; ++j)
-          out[j] += w * quant::DotRow(down.row(static_cast<int64_t>(ex) * n_embd + j), xact);
+  const int64_t rows = x.rows(), slots = rows * n_used;
+  MoeBuffers(rows, slots, n_embd, n_ff, n_expert);
+  MoeRoute(x, router_logits, gate.type, n_used, moe_scale_.data());
+  // Gate and up rows of every (row, expert) pair, in column chunks.
+  const int64_t ff_chunks = Chunks(n_ff);
+  pool_.ParallelFor(slots * ff_chunks, Grain(2 * kMoeChunk * n_embd), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t s = t / ff_chunks, j0 = t % ff_chunks * kMoeChunk;
+      const int64_t ex = moe_.expert[s], base = ex * gate.ne[1];
+      const quant::PreparedRow& xin = moe_.xin[s / n_used];
+      float* hid = moe_.hid.data() + s * 2 * n_ff;
+      for (int64_t j = j0; j < std::min(n_ff, j0 + kMoeChunk); ++j) {
+        hid[j] = quant::DotRow(gate.row(base + j), xin);
+        hid[n_ff + j] = up ? quant::DotRow(up->row(ex * n_ff + j), xin)
+                           : quant::DotRow(gate.row(base + n_ff + j), xin);
       }
     }
   });
+  // The GELU product of each pair, prepared for its down rows.
+  pool_.ParallelForWorker(slots, Grain(16 * n_ff), [&](int worker, int64_t b, int64_t e) {
+    float* act = worker_[static_cast<size_t>(worker)].act.data();
+    for (int64_t s = b; s < e; ++s) {
+      const float* hid = moe_.hid.data() + s * 2 * n_ff;
+      for (int64_t j = 0; j < n_ff; ++j) act[j] = GeluTanh(hid[j]) * hid[n_ff + j];
+      quant::PrepareRow(down.type, act, n_ff, &moe_.xact[s]);
+    }
+  });
+  const int64_t d_chunks = Chunks(n_embd);
+  pool_.ParallelFor(slots * d_chunks, Grain(kMoeChunk * n_ff), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const int64_t s = t / d_chunks, j0 = t % d_chunks * kMoeChunk, ex = moe_.expert[s];
+      float* d = moe_.down.data() + s * n_embd;
+      for (int64_t j = j0; j < std::min(n_embd, j0 + kMoeChunk); ++j)
+        d[j] = quant::DotRow(down.row(ex * n_embd + j), moe_.xact[s]);
+    }
+  });
+  // The weighted sum in ascending expert id, one row per task.
+  pool_.ParallelFor(rows, Grain(n_used * n_embd), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      float* out = y->row(r);
+      std::fill(out, out + n_embd, 0.0f);
+      for (int k = 0; k < n_used; ++k) {
+        const float w = moe_.weight[r * n_used + k];
+        const float* d = moe_.down.data() + (r * n_used + k) * n_embd;
+        for (int64_t j = 0; j < n_embd; ++j) out[j] += w * d[j];
+      }
+    }
+  });
+}
+
+void CpuBackend::MoeBuffers(int64_t rows, int64_t slots, int64_t n_embd, int64_t n_ff,
+                            int n_expert) {
+  moe_.expert.resize(static_cast<size_t>(slots));
+  moe_.weight.resize(static_cast<size_t>(slots));
+  moe_.hid.resize(static_cast<size_t>(slots * 2 * n_ff));
+  moe_.down.resize(static_cast<size_t>(slots * n_embd));
+  if (moe_.xin.size() < static_cast<size_t>(rows)) moe_.xin.resize(static_cast<size_t>(rows));
+  if (moe_.xact.size() < static_cast<size_t>(slots)) moe_.xact.resize(static_cast<size_t>(slots));
+  // Size every buffer here, on the calling thread; the workers only reuse them. 2n + 64 bytes
+  // bound every prepared activation format (int8 values plus per-block scales and sums).
+  const size_t widest = static_cast<size_t>(std::max(n_embd, n_ff));
+  for (auto* set : {&moe_.xin, &moe_.xact})
+    for (quant::PreparedRow& pr : *set) {
+      pr.f32.reserve(widest);
+      pr.q.reserve(2 * widest + 64);
+    }
+  for (WorkerScratch& ws : worker_) {
+    ws.act.resize(static_cast<size_t>(n_ff));
+    ws.probs.resize(static_cast<size_t>(n_expert));
+    ws.experts.reserve(static_cast<size_t>(n_expert));
+  }
 }
 
 }  // namespace lockstep::backend

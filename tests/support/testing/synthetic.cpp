@@ -186,4 +186,23 @@ Status WriteSyntheticModel(const SyntheticSpec& s, const std::string& path) {
   return w.WriteFile(path);
 }
 
+std::optional<SyntheticSpec> SyntheticPreset(std::string_view name) {
+  if (name != "d17b") return std::nullopt;
+  SyntheticSpec s;
+  s.n_vocab = 262144;
+  s.n_embd = 2048;
+  s.n_layer = 18;
+  s.full_every = 6;
+  s.n_head = 8;
+  s.n_head_kv_swa = 4;
+  s.n_head_kv_full = 2;
+  s.head_dim_swa = 256;
+  s.head_dim_full = 512;
+  s.n_swa = 512;
+  s.n_ff = 8192;
+  s.k_eq_v = true;
+  s.weight_type = DType::F16;
+  return s;
+}
+
 }  // namespace lockstep::model

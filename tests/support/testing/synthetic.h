@@ -2,7 +2,9 @@
 // switchable by a field, values drawn from a seeded generator (the same file every time).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -35,6 +37,11 @@ struct SyntheticSpec {
 };
 
 Status WriteSyntheticModel(const SyntheticSpec& spec, const std::string& path);
+
+// Named real-size shapes (F16 matrices); nullopt for an unknown name. "d17b": the CPU benchmark
+// model of issue 15: dense, 18 layers (every sixth full), width 2048, FFN 8192, 262,144 tokens,
+// K=V full layers, about 1.69B parameters.
+std::optional<SyntheticSpec> SyntheticPreset(std::string_view name);
 
 // Attention and RoPE keys shared by synthetic targets and drafters, written under `prefix`
 // ("gemma4." or "gemma4-assistant."). Layer il is full when (il + 1) % full_every == 0 or it is

@@ -1,0 +1,192 @@
+// CPU prefill and decode of any GGUF with the quantized tile kernels, and (--baseline) with
+// today's row-by-row quantized path, measured alternately in one run: pp (one batch of N
+// tokens) and tg (N single-token steps after a 16-token prefix) at each thread count, plus the
+// weight bytes a decoded token reads against the read bandwidth measured right before each
+// decode run. Both paths give the same bits; only the time differs. Figures are the best of the
+// alternating runs (on a shared machine contention only ever slows a run), medians alongside.
+// Usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] [--pp 128,512] [--tg 64]
+//                          [--reps N]
+//        cpu_compare_bench --write-preset d17b PATH   (F16 synthetic model; then quantize it
+//                                                     with `lockstep quantize`)
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "bench_common.h"
+#include "model/model.h"
+#include "read_bandwidth.h"
+#include "testing/synthetic.h"
+
+namespace lockstep {
+namespace {
+
+using bench::Clock;
+using bench::Seconds;
+
+struct Options {
+  std::string model;
+  bool baseline = false;
+  std::vector<int> threads = {1, 2}, pp = {128, 512};
+  int tg = 64, reps = 3;
+};
+
+std::vector<int> IntList(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) v.push_back(std::max(1, std::atoi(item.c_str())));
+  return v;
+}
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "cpu_compare_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+double Best(const std::vector<double>& v) {
+  return *std::max_element(v.begin(), v.end());
+}
+
+int Token(int i, int n_vocab) {
+  return (i * 131 + 7) % n_vocab;
+}
+
+// Tokens/s of one n-token prefill into a fresh cache (logits for the last row only, as a prompt).
+double Prefill(const model::Model& m, backend::CpuBackend& be, int n) {
+  auto kv = m.NewKv(1, n + 1, n);
+  if (!kv.ok()) Fail(kv.status().message());
+  model::Workspace ws(be, m.config(), n, 1);
+  model::Batch b;
+  for (int i = 0; i < n; ++i) b.Add(Token(i, m.config().n_vocab), i, 0, i == n - 1);
+  model::StepOutputs out;
+  const auto t0 = Clock::now();
+  if (!m.Forward(b, **kv, ws, &out).ok()) Fail("prefill failed");
+  return n / Seconds(t0);
+}
+
+struct DecodeRun {
+  double tok_s = 0, bytes_per_tok = 0;
+};
+
+// n single-token steps after a 16-token prefix; bytes: weights plus the KV read per step.
+DecodeRun Decode(const model::Model& m, backend::CpuBackend& be, int n) {
+  constexpr int kPrefix = 16;
+  auto kv = m.NewKv(1, kPrefix + n + 1, kPrefix);
+  if (!kv.ok()) Fail(kv.status().message());
+  model::Workspace ws(be, m.config(), kPrefix, 1);
+  model::StepOutputs out;
+  model::Batch b;
+  for (int i = 0; i < kPrefix; ++i) b.Add(Token(i, m.config().n_vocab), i, 0, i == kPrefix - 1);
+  if (!m.Forward(b, **kv, ws, &out).ok()) Fail("prefix failed");
+  double kv_bytes = 0;
+  const auto t0 = Clock::now();
+  for (int pos = kPrefix; pos < kPrefix + n; ++pos) {
+    b.Clear();
+    b.Add(Token(pos, m.config().n_vocab), pos, 0, true);
+    if (!m.Forward(b, **kv, ws, &out).ok()) Fail("decode failed");
+    kv_bytes += bench::KvBytesPerToken(m.config(), pos);
+  }
+  const double sec = Seconds(t0);
+  return {n / sec, bench::WeightBytesPerToken(m) + kv_bytes / n};
+}
+
+// Per path: pp tok/s per length, decode tok/s, measured bandwidth, fraction of it reached.
+struct Samples {
+  std::vector<std::vector<double>> pp;
+  std::vector<double> tg, bw, frac;
+  double bytes_per_tok = 0;
+};
+
+void RunThreads(const Options& o, int threads, ReadBandwidth& bandwidth) {
+  backend::CpuBackend be(threads);
+  auto loaded = model::Model::Load(o.model, be);
+  if (!loaded.ok()) Fail(loaded.status().message());
+  const model::Model& m = **loaded;
+  const int n_paths = o.baseline ? 2 : 1;
+  const char* names[] = {"tiles", "baseline"};
+  std::vector<Samples> s(static_cast<size_t>(n_paths));
+  for (auto& p : s) p.pp.resize(o.pp.size());
+  Prefill(m, be, 16);  // warm-up: page in the weights, grow the buffers
+  for (int rep = 0; rep < o.reps; ++rep)
+    for (int k = 0; k < n_paths; ++k) {
+      const int path = (k + rep) % n_paths;  // alternate which path goes first
+      be.set_quant_tiles(path == 0);
+      for (size_t i = 0; i < o.pp.size(); ++i) s[path].pp[i].push_back(Prefill(m, be, o.pp[i]));
+      const double bw = bandwidth.Measure(threads);
+      const DecodeRun d = Decode(m, be, o.tg);
+      s[path].tg.push_back(d.tok_s);
+      s[path].bw.push_back(bw / 1e9);
+      s[path].frac.push_back(d.tok_s * d.bytes_per_tok / bw);
+      s[path].bytes_per_tok = d.bytes_per_tok;
+    }
+  for (int path = 0; path < n_paths; ++path) {
+    std::printf("%3d %-9s", threads, names[path]);
+    for (const auto& v : s[path].pp) std::printf(" %9.2f", Best(v));
+    std::printf(" %9.2f %9.3f %8.2f %8.2f   median pp", Best(s[path].tg), s[path].bytes_per_tok / 1e9,
+                Best(s[path].bw), Best(s[path].frac));
+    for (const auto& v : s[path].pp) std::printf(" %.2f", bench::Median(v));
+    std::printf(" tg %.2f\n", bench::Median(s[path].tg));
+  }
+  if (o.baseline) {
+    std::printf("%3d %-9s", threads, "ratio");
+    for (size_t i = 0; i < o.pp.size(); ++i) std::printf(" %8.2fx", Best(s[0].pp[i]) / Best(s[1].pp[i]));
+    std::printf(" %8.2fx\n", Best(s[0].tg) / Best(s[1].tg));
+  }
+  std::fflush(stdout);
+}
+
+int WritePreset(const std::string& name, const std::string& path) {
+  const auto spec = model::SyntheticPreset(name);
+  if (!spec) Fail("unknown preset " + name);
+  const auto t0 = Clock::now();
+  const Status st = model::WriteSyntheticModel(*spec, path);
+  if (!st.ok()) Fail(st.message());
+  std::fprintf(stderr, "wrote %s in %.1f s\n", path.c_str(), Seconds(t0));
+  return 0;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+int main(int argc, char** argv) {
+  using namespace lockstep;
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    if (a == "--write-preset" && i + 2 < argc) return WritePreset(argv[i + 1], argv[i + 2]);
+    if (a == "--model" && more)
+      o.model = argv[++i];
+    else if (a == "--baseline")
+      o.baseline = true;
+    else if (a == "--threads" && more)
+      o.threads = IntList(argv[++i]);
+    else if (a == "--pp" && more)
+      o.pp = IntList(argv[++i]);
+    else if (a == "--tg" && more)
+      o.tg = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--reps" && more)
+      o.reps = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr,
+                   "usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] "
+                   "[--pp 128,512] [--tg 64] [--reps N]\n"
+                   "       cpu_compare_bench --write-preset d17b PATH\n");
+      return 2;
+    }
+  }
+  if (o.model.empty()) Fail("--model is required");
+  ReadBandwidth bandwidth;
+  std::printf("%s: best of %d alternating runs; pp: one batch, tg: %d steps after 16 tokens;\n"
+              "GB/tok: weight + KV bytes per decoded token; bw: best read bandwidth measured right "
+              "before a tg run; frac: best of tg * GB/tok / bw per run\n",
+              o.model.c_str(), o.reps, o.tg);
+  std::printf("%3s %-9s", "thr", "path");
+  for (int n : o.pp) std::printf(" %7s%-2d", "pp", n);
+  std::printf(" %7s%-2d %9s %8s %8s\n", "tg", o.tg, "GB/tok", "bw GB/s", "frac");
+  for (int threads : o.threads) RunThreads(o, threads, bandwidth);
+  return 0;
+}
