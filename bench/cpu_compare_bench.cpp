@@ -6,8 +6,9 @@
 // alternating runs (on a shared machine contention only ever slows a run), medians alongside.
 // Usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] [--pp 128,512] [--tg 64]
 //                          [--reps N]
-//        cpu_compare_bench --write-preset d17b PATH   (F16 synthetic model; then quantize it
-//                                                     with `lockstep quantize`)
+//        cpu_compare_bench --write-preset d17b|e4b|26b-a4b|31b PATH [MIX]   (a synthetic model,
+//            F16, or written directly in a `lockstep quantize` mix such as Q4_K_M: the same
+//            tensor types quantize would choose, without a 62 GB float file for the 31B)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -138,9 +139,13 @@ void RunThreads(const Options& o, int threads, ReadBandwidth& bandwidth) {
   std::fflush(stdout);
 }
 
-int WritePreset(const std::string& name, const std::string& path) {
-  const auto spec = model::SyntheticPreset(name);
-  if (!spec) Fail("unknown preset " + name);
+int WritePreset(const std::string& name, const std::string& path, const std::string& mix) {
+  auto spec = model::SyntheticPreset(name);
+  if (!spec) Fail("unknown preset " + name + " (d17b, e4b, 26b-a4b, 31b)");
+  if (!mix.empty()) {
+    spec->mix = quant::MixFromName(mix);
+    if (!spec->mix) Fail("unknown mix " + mix + " (" + quant::ValidMixNames() + ")");
+  }
   const auto t0 = Clock::now();
   const Status st = model::WriteSyntheticModel(*spec, path);
   if (!st.ok()) Fail(st.message());
@@ -157,7 +162,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool more = i + 1 < argc;
-    if (a == "--write-preset" && i + 2 < argc) return WritePreset(argv[i + 1], argv[i + 2]);
+    if (a == "--write-preset" && i + 2 < argc)
+      return WritePreset(argv[i + 1], argv[i + 2], i + 3 < argc ? argv[i + 3] : "");
     if (a == "--model" && more)
       o.model = argv[++i];
     else if (a == "--baseline")
@@ -174,7 +180,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] "
                    "[--pp 128,512] [--tg 64] [--reps N]\n"
-                   "       cpu_compare_bench --write-preset d17b PATH\n");
+                   "       cpu_compare_bench --write-preset d17b|e4b|26b-a4b|31b PATH [MIX]\n");
       return 2;
     }
   }

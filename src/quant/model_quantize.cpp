@@ -72,19 +72,20 @@ int64_t LayerOf(std::string_view name) {
   return v;
 }
 
-// n_head / n_head_kv of layer `il` (head_count_kv may be a per-layer array); 1 when unknown.
-int64_t GqaOf(const gguf::File& f, int64_t il) {
-  std::string arch = "gemma4";
-  if (const auto* a = f.Find("general.architecture"); a && a->AsString()) arch = *a->AsString();
+// n_head / n_head_kv of every layer (head_count_kv may be a per-layer array); empty when
+// unknown (then 1).
+std::vector<int64_t> GqaOf(const gguf::File& f, const std::string& arch, int64_t n_layer) {
   const auto* h = f.Find(arch + ".attention.head_count");
   const auto* kv = f.Find(arch + ".attention.head_count_kv");
-  if (!h || !kv || !h->AsInt()) return 1;
-  std::optional<int64_t> nkv = kv->AsInt();
-  if (const auto* arr = kv->AsArray();
-      arr && il >= 0 && il < static_cast<int64_t>(arr->items.size()))
-    nkv = arr->items[static_cast<size_t>(il)].AsInt();
-  if (!nkv || *nkv <= 0) return 1;
-  return *h->AsInt() / *nkv;
+  if (!h || !kv || !h->AsInt()) return {};
+  std::vector<int64_t> gqa;
+  for (int64_t il = 0; il < n_layer; ++il) {
+    std::optional<int64_t> nkv = kv->AsInt();
+    if (const auto* arr = kv->AsArray(); arr && il < static_cast<int64_t>(arr->items.size()))
+      nkv = arr->items[static_cast<size_t>(il)].AsInt();
+    gqa.push_back(!nkv || *nkv <= 0 ? 1 : *h->AsInt() / *nkv);
+  }
+  return gqa;
 }
 
 // A smaller block that keeps roughly the same bits per weight (llama.cpp's fallbacks, with
@@ -112,14 +113,15 @@ DType FitBlock(DType t, int64_t ne0) {
   return ne0 % static_cast<int64_t>(Info(fb).block_size) == 0 ? fb : DType::F16;
 }
 
-struct MixCounters {
-  int64_t n_attn_v = 0, i_attn_v = 0, n_layer = 0;
-  bool has_output = false;
-};
+}  // namespace
 
-DType ChooseType(const gguf::File& f, const gguf::TensorInfo& t, Mix mix, MixCounters& c) {
+MixPlanner::MixPlanner(Mix mix, MixModel model) : mix_(mix), model_(std::move(model)) {}
+
+DType MixPlanner::Next(const gguf::TensorInfo& t) {
+  MixModel& c = model_;
   if (MustStayExact(t) || !IsFloatType(t.type)) return t.type;
-  const MixInfo& mi = InfoOf(mix);
+  const MixInfo& mi = InfoOf(mix_);
+  const Mix mix = mix_;
   DType type = mi.base;
   const bool k_mix = mix == Mix::Q2_K || mix == Mix::Q4_K_M || mix == Mix::Q5_K_M;
   const std::string_view n = t.name;
@@ -129,9 +131,11 @@ DType ChooseType(const gguf::File& f, const gguf::TensorInfo& t, Mix mix, MixCou
   if (n == "output.weight" || (!c.has_output && n == "token_embd.weight")) {
     if (mix != Mix::Q8_0) type = DType::Q6_K;  // the output projection is the most sensitive
   } else if (is_v && k_mix) {
+    const int64_t gqa =
+        il >= 0 && il < static_cast<int64_t>(c.gqa.size()) ? c.gqa[static_cast<size_t>(il)] : 1;
     if (mix == Mix::Q2_K)
-      type = GqaOf(f, il) >= 4 ? DType::Q4_K : DType::Q3_K;
-    else if (UseMoreBits(c.i_attn_v, c.n_attn_v))
+      type = gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+    else if (UseMoreBits(i_attn_v_, c.n_attn_v))
       type = DType::Q6_K;
   } else if (Contains(n, "ffn_down") && k_mix) {
     if (mix == Mix::Q2_K)
@@ -141,9 +145,11 @@ DType ChooseType(const gguf::File& f, const gguf::TensorInfo& t, Mix mix, MixCou
   } else if (Contains(n, "attn_output.weight") && mix == Mix::Q2_K) {
     type = DType::Q3_K;
   }
-  if (is_v) ++c.i_attn_v;
+  if (is_v) ++i_attn_v_;
   return FitBlock(type, t.ne[0]);
 }
+
+namespace {
 
 struct Cancelled : std::runtime_error {
   Cancelled() : std::runtime_error("interrupted") {}
@@ -212,7 +218,7 @@ uint32_t FileTypeOf(Mix mix) {
 }
 
 std::vector<DType> PlanTypes(const gguf::File& file, Mix mix) {
-  MixCounters c;
+  MixModel c;
   std::string arch = "gemma4";
   if (const auto* a = file.Find("general.architecture"); a && a->AsString()) arch = *a->AsString();
   if (const auto* bc = file.Find(arch + ".block_count"); bc && bc->AsInt())
@@ -222,8 +228,10 @@ std::vector<DType> PlanTypes(const gguf::File& file, Mix mix) {
     if (t.name == "output.weight") c.has_output = true;
     if (c.n_layer == 0 || LayerOf(t.name) >= c.n_layer) c.n_layer = LayerOf(t.name) + 1;
   }
+  c.gqa = GqaOf(file, arch, c.n_layer);
+  MixPlanner planner(mix, std::move(c));
   std::vector<DType> out;
-  for (const auto& t : file.tensors()) out.push_back(ChooseType(file, t, mix, c));
+  for (const auto& t : file.tensors()) out.push_back(planner.Next(t));
   return out;
 }
 

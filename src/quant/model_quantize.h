@@ -33,6 +33,27 @@ uint32_t FileTypeOf(Mix mix);
 // block size falls back to a smaller block (then F16).
 std::vector<DType> PlanTypes(const gguf::File& file, Mix mix);
 
+// What a mix needs to know of the whole model before typing its tensors one by one.
+struct MixModel {
+  int64_t n_layer = 0;
+  int64_t n_attn_v = 0;     // attn_v tensors in the model
+  bool has_output = false;  // an output.weight (else token_embd is the tied head)
+  std::vector<int64_t> gqa;  // n_head / n_head_kv per layer (Q2_K's attn_v rule); may be empty
+};
+
+// PlanTypes one tensor at a time, for writers that produce a model in a mix directly (the
+// synthetic full-size models): call Next for every tensor in file order, with its source type.
+class MixPlanner {
+ public:
+  MixPlanner(Mix mix, MixModel model);
+  DType Next(const gguf::TensorInfo& t);
+
+ private:
+  Mix mix_;
+  MixModel model_;
+  int64_t i_attn_v_ = 0;
+};
+
 struct QuantizeProgress {
   size_t tensor = 0;  // 1-based index of the tensor just written
   size_t n_tensors = 0;

@@ -20,14 +20,35 @@ namespace {
 using gguf::Value;
 using gguf::ValueType;
 
+bool IsFull(const SyntheticSpec& s, int il) {
+  return SyntheticLayerIsFull(s.n_layer, s.full_every, il);
+}
+
+// What quant::MixPlanner needs of the model, from the spec (the tensors WriteLayer adds).
+quant::MixModel MixModelOf(const SyntheticSpec& s) {
+  quant::MixModel m;
+  m.n_layer = s.n_layer;
+  for (int il = 0; il < s.n_layer; ++il) {
+    const bool full = IsFull(s, il);
+    m.n_attn_v += !(full && s.k_eq_v);
+    m.gqa.push_back(s.n_head / (full ? s.n_head_kv_full : s.n_head_kv_swa));
+  }
+  return m;
+}
+
 class Filler {
  public:
-  Filler(const SyntheticSpec& s, gguf::Writer& w) : s_(s), w_(w) {}
+  Filler(const SyntheticSpec& s, gguf::Writer& w) : s_(s), w_(w) {
+    if (s.mix) planner_.emplace(*s.mix, MixModelOf(s));
+  }
 
-  // Matrix {in, out} with uniform values of standard deviation 1/sqrt(in).
+  // Matrix {in, out} with uniform values of standard deviation 1/sqrt(in), in the spec's type
+  // or the type its mix plans for this tensor.
   void Matrix(const std::string& name, std::vector<int64_t> ne) {
     const float scale = std::sqrt(3.0f / static_cast<float>(ne[0]));
-    Add(name, s_.weight_type, std::move(ne), -scale, scale);
+    DType type = s_.weight_type;
+    if (planner_) type = planner_->Next({name, s_.weight_type, ne});
+    Add(name, type, std::move(ne), -scale, scale);
   }
   // 1-D F32 tensor with values in [lo, hi].
   void Vector(const std::string& name, int64_t n, float lo, float hi) {
@@ -72,18 +93,15 @@ class Filler {
   }
   const SyntheticSpec& s_;
   gguf::Writer& w_;
+  std::optional<quant::MixPlanner> planner_;
   uint64_t counter_ = 0;
 };
-
-bool IsFull(const SyntheticSpec& s, int il) {
-  return SyntheticLayerIsFull(s.n_layer, s.full_every, il);
-}
 
 void WriteMetadata(const SyntheticSpec& s, gguf::Writer& w) {
   const std::string a = "gemma4.";
   w.Set("general.architecture", Value::Str("gemma4"));
   w.Set("general.name", Value::Str("lockstep-synthetic"));
-  w.Set(a + "context_length", Value::U32(4096));
+  w.Set(a + "context_length", Value::U32(static_cast<uint32_t>(s.context_length)));
   w.Set(a + "embedding_length", Value::U32(s.n_embd));
   w.Set(a + "block_count", Value::U32(s.n_layer));
   w.Set(a + "feed_forward_length", Value::U32(s.n_ff));
@@ -186,7 +204,47 @@ Status WriteSyntheticModel(const SyntheticSpec& s, const std::string& path) {
   return w.WriteFile(path);
 }
 
+namespace {
+
+// Gemma 4's released shapes (the text backbone; every preset K=V on full layers except E4B).
+SyntheticSpec GemmaShape(int n_layer, int d, int n_head, int kv_swa, int kv_full, int n_ff,
+                         int n_swa) {
+  SyntheticSpec s;
+  s.n_vocab = 262144;
+  s.n_embd = d;
+  s.n_layer = n_layer;
+  s.full_every = 6;
+  s.n_head = n_head;
+  s.n_head_kv_swa = kv_swa;
+  s.n_head_kv_full = kv_full;
+  s.head_dim_swa = 256;
+  s.head_dim_full = 512;
+  s.n_swa = n_swa;
+  s.n_ff = n_ff;
+  s.k_eq_v = true;
+  s.weight_type = DType::F16;
+  s.context_length = 131072;
+  return s;
+}
+
+}  // namespace
+
 std::optional<SyntheticSpec> SyntheticPreset(std::string_view name) {
+  if (name == "e4b") {
+    SyntheticSpec s = GemmaShape(42, 2560, 8, 2, 2, 10240, 512);
+    s.k_eq_v = false;
+    s.n_embd_per_layer = 256;
+    s.n_shared_kv = 18;
+    return s;
+  }
+  if (name == "26b-a4b") {
+    SyntheticSpec s = GemmaShape(30, 2816, 16, 8, 2, 2112, 1024);
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 704;
+    return s;
+  }
+  if (name == "31b") return GemmaShape(60, 5376, 32, 16, 4, 21504, 1024);
   if (name != "d17b") return std::nullopt;
   SyntheticSpec s;
   s.n_vocab = 262144;

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "quant/model_quantize.h"
 
 namespace lockstep::model {
 
@@ -34,13 +35,18 @@ struct SyntheticSpec {
   float softcap = 30.0f;
   uint64_t seed = 1;
   DType weight_type = DType::F32;  // F32, F16 or BF16 for matrices; norms stay F32
+  // When set, each matrix is written in the type `lockstep quantize` would give it under this
+  // mix (from the same values: no float file in between, which a 31B model would not fit).
+  std::optional<quant::Mix> mix;
+  int context_length = 4096;
 };
 
 Status WriteSyntheticModel(const SyntheticSpec& spec, const std::string& path);
 
 // Named real-size shapes (F16 matrices); nullopt for an unknown name. "d17b": the CPU benchmark
 // model of issue 15: dense, 18 layers (every sixth full), width 2048, FFN 8192, 262,144 tokens,
-// K=V full layers, about 1.69B parameters.
+// K=V full layers, about 1.69B parameters. "e4b", "26b-a4b", "31b": Gemma 4's own shapes
+// (docs: ../shared/spec/gemma4-arch.md), for the GPU benchmarks.
 std::optional<SyntheticSpec> SyntheticPreset(std::string_view name);
 
 // Attention and RoPE keys shared by synthetic targets and drafters, written under `prefix`
