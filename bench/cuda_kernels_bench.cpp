@@ -27,8 +27,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Args {
-  std::vector<std::string> formats{"F16", "BF16", "Q8_0", "Q6_K", "Q5_K", "Q4_K", "Q4_0",
-                                   "IQ4_XS", "MXFP4"};
+  std::vector<std::string> formats{"F16",  "BF16", "Q8_0",   "Q6_K", "Q5_K",
+                                   "Q4_K", "Q4_0", "IQ4_XS", "MXFP4"};
   std::vector<int> rows{1, 2, 4, 8, 16, 32, 64, 512};
   int64_t k = 4096, n = 65536;
 };
@@ -187,7 +187,8 @@ void DecodeOps(backend::CudaBackend& be) {
     const int32_t last = keys - 1, slot = 0;
     be.Upload(std::span(&last, 1), &pos);
     be.Upload(std::span(&slot, 1), &seq);
-    backend::Tensor q = RandomTensor(be, 1, n_head * head_dim, 5), out = be.NewTensor(1, n_head * head_dim);
+    backend::Tensor q = RandomTensor(be, 1, n_head * head_dim, 5),
+                    out = be.NewTensor(1, n_head * head_dim);
     const backend::RowInfo rows{pos.first(1), seq.first(1)};
     report(fmt::format("attention 16 heads x 256 over {} keys", keys), ReplayedTime(be, [&] {
              be.Attention(q, kv, n_head, n_head_kv, head_dim, 0, true, rows, &out);

@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <ostream>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -58,7 +58,9 @@ struct Model {
   model::SyntheticSpec spec;
 };
 
-void PrintTo(const Model& m, std::ostream* os) { *os << m.name; }
+void PrintTo(const Model& m, std::ostream* os) {
+  *os << m.name;
+}
 
 class CudaGraphs : public ::testing::TestWithParam<Model> {
  protected:

@@ -34,8 +34,8 @@ TEST(SyntheticPresets, GemmaShapesLoadAndDecodeAtReducedSize) {
       spec->n_expert = 16;  // top-8 of 16: the routing path, a fraction of the weights to write
       spec->n_ff_exp = 256;
     }
-    const std::string path = ::testing::TempDir() + "/preset-" + name + "-" +
-                             std::to_string(getpid()) + ".gguf";
+    const std::string path =
+        ::testing::TempDir() + "/preset-" + name + "-" + std::to_string(getpid()) + ".gguf";
     ASSERT_TRUE(model::WriteSyntheticModel(*spec, path).ok());
     backend::CpuBackend be(1);
     auto m = model::Model::Load(path, be);

@@ -35,8 +35,8 @@ __device__ __forceinline__ void StoreElem(void* base, DType t, int64_t i, float 
 __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, const int32_t* pos,
                               const int32_t* seq, int64_t rows) {
   const int64_t width = kv.k_width + kv.v_width;
-  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       t < rows * width; t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * width;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / width, c = t % width;
     const int64_t dst = KvRow(kv, seq[r], pos[r]);
     if (dst < 0) __trap();  // PrepareWrite was not called: a caller bug, never silent
@@ -53,10 +53,11 @@ constexpr int kKeys = 8;
 
 // kDims: register slots per lane (head_dim <= 32 * kDims).
 template <int kDims>
-__global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int group,
-                                int head_dim, int window, bool include_self, const int32_t* pos,
+__global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
+                                int window, bool include_self, const int32_t* pos,
                                 const int32_t* seq, int64_t items, float* out) {
-  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int64_t item =
+      static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (item >= items) return;
   const int64_t r = item / n_head;
@@ -65,8 +66,8 @@ __global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int 
   const int s = seq[r], p_row = pos[r];
   const int lo = window > 0 ? max(0, p_row - window + 1) : 0;
   const int last = include_self ? p_row : p_row - 1;
-  const float* qh = q + r * static_cast<int64_t>(n_head) * head_dim +
-                    static_cast<int64_t>(h) * head_dim;
+  const float* qh =
+      q + r * static_cast<int64_t>(n_head) * head_dim + static_cast<int64_t>(h) * head_dim;
   float qv[kDims], acc[kDims];
 #pragma unroll
   for (int i = 0; i < kDims; ++i) {
@@ -120,9 +121,9 @@ __global__ void AttentionKernel(const float* q, KvLayerView kv, int n_head, int 
 }
 
 template <int kDims>
-void Launch(const float* q, const KvLayerView& kv, int n_head, int group, int head_dim,
-            int window, bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows,
-            float* out, cudaStream_t stream) {
+void Launch(const float* q, const KvLayerView& kv, int n_head, int group, int head_dim, int window,
+            bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows, float* out,
+            cudaStream_t stream) {
   constexpr int kWarpsPerBlock = 4;
   const int64_t items = rows * n_head;
   AttentionKernel<kDims><<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
@@ -141,11 +142,12 @@ void LaunchKvWrite(const KvLayerView& kv, const float* k, const float* v, const 
   LS_CUDA_LAUNCHED();
 }
 
-void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_head_kv,
-                     int head_dim, int window, bool include_self, const int32_t* pos,
-                     const int32_t* seq, int64_t rows, float* out, cudaStream_t stream) {
+void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
+                     int window, bool include_self, const int32_t* pos, const int32_t* seq,
+                     int64_t rows, float* out, cudaStream_t stream) {
   LS_CUDA_REQUIRE(n_head_kv > 0 && n_head % n_head_kv == 0 && head_dim > 0,
-                  "cuda attention: %d heads, %d kv heads, head_dim %d", n_head, n_head_kv, head_dim);
+                  "cuda attention: %d heads, %d kv heads, head_dim %d", n_head, n_head_kv,
+                  head_dim);
   if (rows == 0) return;
   const int group = n_head / n_head_kv;
   const int slots = CeilDiv(head_dim, kWarp);

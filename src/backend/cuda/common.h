@@ -13,18 +13,18 @@ namespace lockstep::backend::cuda {
 [[noreturn]] void FailAt(const char* file, int line, const char* format, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define LS_CUDA_REQUIRE(cond, ...)                                              \
-  do {                                                                          \
+#define LS_CUDA_REQUIRE(cond, ...)                                                   \
+  do {                                                                               \
     if (!(cond)) ::lockstep::backend::cuda::FailAt(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
-#define LS_CUDA_CHECK(expr)                                                            \
-  do {                                                                                 \
-    const cudaError_t ls_cuda_err_ = (expr);                                           \
-    if (ls_cuda_err_ != cudaSuccess)                                                   \
+#define LS_CUDA_CHECK(expr)                                                             \
+  do {                                                                                  \
+    const cudaError_t ls_cuda_err_ = (expr);                                            \
+    if (ls_cuda_err_ != cudaSuccess)                                                    \
       ::lockstep::backend::cuda::FailAt(__FILE__, __LINE__, "CUDA error %d (%s) in %s", \
-                                        static_cast<int>(ls_cuda_err_),                \
-                                        cudaGetErrorString(ls_cuda_err_), #expr);      \
+                                        static_cast<int>(ls_cuda_err_),                 \
+                                        cudaGetErrorString(ls_cuda_err_), #expr);       \
   } while (0)
 
 // Checks the launch just made (configuration errors surface here, faults at the next sync).
@@ -32,6 +32,8 @@ namespace lockstep::backend::cuda {
 
 inline constexpr int kWarp = 32;
 
-inline int CeilDiv(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+inline int CeilDiv(int64_t a, int64_t b) {
+  return static_cast<int>((a + b - 1) / b);
+}
 
 }  // namespace lockstep::backend::cuda

@@ -11,13 +11,13 @@
 
 #include "backend/cuda/attention.h"
 #include "backend/cuda/common.h"
-#include "core/check.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/select.h"
+#include "core/check.h"
 #include "core/half.h"
 #include "quant/quant.h"
 
@@ -27,7 +27,9 @@ using namespace cuda;
 
 namespace {
 
-cudaStream_t S(CUstream_st* s) { return s; }
+cudaStream_t S(CUstream_st* s) {
+  return s;
+}
 
 // Pinned staging for step inputs: far more than one step uploads (ids, positions, block tables).
 constexpr size_t kStagingBytes = size_t{4} << 20;
@@ -130,7 +132,8 @@ Tensor CudaBackend::NewTensor(int64_t rows, int64_t cols) {
 IntTensor CudaBackend::NewIntTensor(int64_t n) {
   CHECK(n >= 0);
   auto buf = Allocate(static_cast<size_t>(n) * sizeof(int32_t), "an id tensor");
-  LS_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, static_cast<size_t>(n) * sizeof(int32_t), S(stream_)));
+  LS_CUDA_CHECK(
+      cudaMemsetAsync(buf.get(), 0, static_cast<size_t>(n) * sizeof(int32_t), S(stream_)));
   return WrapInts(buf, static_cast<int32_t*>(buf.get()), n);
 }
 
@@ -143,8 +146,8 @@ void CudaBackend::ToHost(const Tensor& t, std::vector<float>* out) {
 
 void CudaBackend::FromHost(std::span<const float> src, Tensor* t) {
   CHECK(static_cast<int64_t>(src.size()) == t->rows() * t->cols());
-  LS_CUDA_CHECK(cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice,
-                                S(stream_)));
+  LS_CUDA_CHECK(
+      cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice, S(stream_)));
   Synchronize();  // the caller may reuse `src` at once
 }
 
@@ -158,8 +161,8 @@ void CudaBackend::Upload(std::span<const int32_t> src, IntTensor* t) {
 void CudaBackend::Download(const IntTensor& t, std::span<int32_t> out) {
   CHECK(static_cast<int64_t>(out.size()) <= t.size());
   if (out.empty()) return;
-  LS_CUDA_CHECK(cudaMemcpyAsync(out.data(), t.data(), out.size_bytes(), cudaMemcpyDeviceToHost,
-                                S(stream_)));
+  LS_CUDA_CHECK(
+      cudaMemcpyAsync(out.data(), t.data(), out.size_bytes(), cudaMemcpyDeviceToHost, S(stream_)));
   Synchronize();
 }
 
@@ -169,8 +172,8 @@ Weight CudaBackend::PrepareWeight(Weight host) {
   const int64_t rows = host.n_rows();
   const bool vector = rows == 1;
   // Float rows of any length have kernels; block formats always hold whole 32-element chunks.
-  const bool is_float = host.type == DType::F32 || host.type == DType::F16 ||
-                        host.type == DType::BF16;
+  const bool is_float =
+      host.type == DType::F32 || host.type == DType::F16 || host.type == DType::BF16;
   const bool native = HasNativeFormat(host.type) && (k % 32 == 0 || is_float);
   std::vector<uint8_t> converted;
   const void* src = host.data;
@@ -179,8 +182,8 @@ Weight CudaBackend::PrepareWeight(Weight host) {
     // Vectors (norm weights, scales, frequency factors) are read as f32 by the kernels; a
     // matrix of a type without a native kernel is expanded once to BF16.
     const DType to = vector ? DType::F32 : DType::BF16;
-    CHECKF(quant::CanDequantize(host.type), "cuda: tensor {} has type {}, which lockstep cannot read",
-           host.name, Name(host.type));
+    CHECKF(quant::CanDequantize(host.type),
+           "cuda: tensor {} has type {}, which lockstep cannot read", host.name, Name(host.type));
     if (!vector)
       fmt::print(stderr, "cuda: {} ({}) has no native kernel; converted to BF16 at load\n",
                  host.name, Name(host.type));
@@ -249,12 +252,12 @@ void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t g
                           float extra_scale, Tensor* y) {
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
   if (w) CHECKF(w->type == DType::F32 && w->ne[0] == group, "norm weight {}", w->name);
-  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, group,
-                extra_scale, x.rows(), x.cols(), y->data(), S(stream_));
+  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, group, extra_scale,
+                x.rows(), x.cols(), y->data(), S(stream_));
 }
 
-void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot,
-                       float base, const Weight* freq_factors) {
+void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+                       const Weight* freq_factors) {
   CHECK(static_cast<int64_t>(pos.size()) == x->rows());
   if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
   LaunchRope(x->data(), pos.data(), x->rows(), x->cols(), head_dim, n_rot, base,
@@ -318,8 +321,7 @@ void CudaBackend::CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor
 void CudaBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
   CHECK(a.rows() == b.rows() && y->cols() == a.cols() + b.cols() && y->rows() == a.rows());
   LaunchCopy2D(a.data(), a.cols(), y->data(), y->cols(), a.rows(), a.cols(), S(stream_));
-  LaunchCopy2D(b.data(), b.cols(), y->data() + a.cols(), y->cols(), b.rows(), b.cols(),
-               S(stream_));
+  LaunchCopy2D(b.data(), b.cols(), y->data() + a.cols(), y->cols(), b.rows(), b.cols(), S(stream_));
 }
 
 void CudaBackend::KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
@@ -335,8 +337,8 @@ void CudaBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, 
   CHECK(kv.k && kv.v && q.cols() == static_cast<int64_t>(n_head) * head_dim);
   CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
   CHECK(out->cols() == q.cols() && static_cast<int64_t>(rows.pos.size()) == q.rows());
-  LaunchAttention(q.data(), kv, n_head, n_head_kv, head_dim, window, include_self,
-                  rows.pos.data(), rows.seq.data(), q.rows(), out->data(), S(stream_));
+  LaunchAttention(q.data(), kv, n_head, n_head_kv, head_dim, window, include_self, rows.pos.data(),
+                  rows.seq.data(), q.rows(), out->data(), S(stream_));
 }
 
 }  // namespace lockstep::backend

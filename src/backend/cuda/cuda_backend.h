@@ -81,8 +81,16 @@ class CudaBackend : public Backend {
  private:
   std::shared_ptr<void> Allocate(size_t bytes, const char* what);
   // Grow-only device scratch (MoE intermediates, selection indices); reused every step.
-  enum ScratchSlot : int { kMoeExperts, kMoeWeights, kMoeHidden, kMoeAct, kMoeOut, kSelectIdx, kSelectScratch,
-                           kScratchSlots };
+  enum ScratchSlot : int {
+    kMoeExperts,
+    kMoeWeights,
+    kMoeHidden,
+    kMoeAct,
+    kMoeOut,
+    kSelectIdx,
+    kSelectScratch,
+    kScratchSlots
+  };
   void* Scratch(ScratchSlot slot, size_t bytes);
   // Queues a host-to-device copy without waiting for the device: `src` is first copied into
   // pinned staging memory, which is reused after the next synchronization (every copy queued
@@ -99,9 +107,9 @@ class CudaBackend : public Backend {
     size_t bytes = 0;
   };
   std::vector<ScratchBuffer> scratch_;
-  std::shared_ptr<void> staging_;  // pinned host memory of kStagingBytes
-  size_t staging_used_ = 0;        // bytes queued since the last synchronization
-  bool capturing_ = false;         // inside RunReplayable's capture: only kernels may be queued
+  std::shared_ptr<void> staging_;    // pinned host memory of kStagingBytes
+  size_t staging_used_ = 0;          // bytes queued since the last synchronization
+  bool capturing_ = false;           // inside RunReplayable's capture: only kernels may be queued
   uint64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
   int64_t replays_launched_ = 0;
   // Host staging of SelectTokens (grown once, reused).

@@ -34,7 +34,9 @@ class CudaReplays : public Replays {
 
 }  // namespace
 
-std::unique_ptr<Replays> CudaBackend::NewReplays() { return std::make_unique<CudaReplays>(); }
+std::unique_ptr<Replays> CudaBackend::NewReplays() {
+  return std::make_unique<CudaReplays>();
+}
 
 void CudaBackend::RunReplayable(Replays* replays, uint64_t key, FunctionRef<void()> record) {
   auto* store = static_cast<CudaReplays*>(replays);

@@ -4,20 +4,20 @@
 #include <cuda_runtime.h>
 
 #include "backend/cuda/common.h"
-#include "core/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/select.h"
+#include "core/check.h"
 
 namespace lockstep::backend {
 
 using namespace cuda;
 
 void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weight& gate,
-                         const Weight* up, const Weight& down, const Weight* down_scale,
-                         int n_used, Tensor* y) {
+                         const Weight* up, const Weight& down, const Weight* down_scale, int n_used,
+                         Tensor* y) {
   const int64_t n_embd = x.cols(), rows = x.rows();
   const int n_expert = static_cast<int>(router_logits.cols());
   const int64_t n_ff = up ? gate.ne[1] : gate.ne[1] / 2;
@@ -36,8 +36,8 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
                  weights, stream);
   // Gate and up projections of every (row, chosen expert) task: [tasks, 2 n_ff], gate first.
   if (up) {
-    LaunchGatheredMatMul({gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd,
-                          n_ff, x.data(), n_used, nullptr, experts, n_ff, tasks, hidden},
+    LaunchGatheredMatMul({gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, n_ff,
+                          x.data(), n_used, nullptr, experts, n_ff, tasks, hidden},
                          stream);
     LaunchGatheredMatMul({up->type, up->data, static_cast<int64_t>(up->row_bytes), n_embd, n_ff,
                           x.data(), n_used, nullptr, experts, n_ff, tasks, hidden + tasks * n_ff},
@@ -58,8 +58,8 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
 void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> rows,
                                IntTensor* ids) {
   const int64_t n = static_cast<int64_t>(rows.size());
-  CHECKF(n <= logits.rows() && n <= ids->size(), "select: {} rows for {} logit rows and {} ids",
-         n, logits.rows(), ids->size());
+  CHECKF(n <= logits.rows() && n <= ids->size(), "select: {} rows for {} logit rows and {} ids", n,
+         logits.rows(), ids->size());
   const int64_t n_vocab = logits.cols();
   // The device argmax serves greedy rows whose logits need no repeat penalty first; every other
   // row goes through sample::Select on the host, the CPU backend's function.

@@ -43,8 +43,8 @@ __global__ void GeluMulKernel(const float* gate, int64_t gate_stride, const floa
   }
 }
 
-__global__ void Copy2DKernel(const float* src, int64_t src_stride, float* dst,
-                             int64_t dst_stride, int64_t width, int64_t n) {
+__global__ void Copy2DKernel(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                             int64_t width, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / width, c = i % width;

@@ -1,7 +1,8 @@
 // Matmul kernels over GGUF block formats: one warp per output column, each lane decoding whole
 // 32-element chunks and applying them to up to kMaxRows activation rows (one weight read serves
-// them all) staged in shared memory, then one fixed butterfly per output. Batch invariance is by construction: a row's
-// arithmetic is the same in every instantiation (explicit fmaf, no contraction, same order).
+// them all) staged in shared memory, then one fixed butterfly per output. Batch invariance is by
+// construction: a row's arithmetic is the same in every instantiation (explicit fmaf, no
+// contraction, same order).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/quant_blocks.cuh"
@@ -21,9 +22,13 @@ constexpr int kTiledWarps = 16;
 constexpr int kChunkStride = kChunk + 4;
 constexpr int kStripeFloats = kWarp * kChunkStride;  // per row and per U
 // Chunks per lane per stripe, by rows per block: shared memory stays at 18 KB (36 KB at 8 rows).
-constexpr int StripeUnroll(int rows) { return rows == 1 ? 4 : rows == 2 ? 2 : 1; }
+constexpr int StripeUnroll(int rows) {
+  return rows == 1 ? 4 : rows == 2 ? 2 : 1;
+}
 // Blocks per multiprocessor the compiler must fit (caps registers at 64 for 1-2 rows).
-constexpr int MinBlocks(int rows) { return rows <= 2 ? 2 : 1; }
+constexpr int MinBlocks(int rows) {
+  return rows <= 2 ? 2 : 1;
+}
 
 // acc = fma chain over the 32 decoded weights and one row's 32 activations, in element order.
 __device__ __forceinline__ float ChunkDot(const float* v, const float* x, float acc) {
@@ -57,9 +62,8 @@ __device__ __forceinline__ void StageStripe(const float* __restrict__ x, int64_t
 // serves them all). The order of a row's additions is that alone, whatever R or the grid.
 template <class F, int R>
 __global__ void __launch_bounds__(kTiledWarps* kWarp, MinBlocks(R))
-    MatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_chunks,
-                 int64_t n_out, const float* __restrict__ x, int64_t rows,
-                 float* __restrict__ y) {
+    MatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_chunks, int64_t n_out,
+                 const float* __restrict__ x, int64_t rows, float* __restrict__ y) {
   constexpr int U = StripeUnroll(R), kRowFloats = U * kStripeFloats;
   __shared__ __align__(16) float xs[R * kRowFloats];
   const int lane = threadIdx.x % kWarp;
@@ -230,8 +234,8 @@ void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream) {
   LS_CUDA_REQUIRE(ok, "cuda matmul: no kernel for type %d", static_cast<int>(m.type));
 }
 
-void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k,
-                   const int32_t* ids, int64_t rows, float scale, float* y, cudaStream_t stream) {
+void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k, const int32_t* ids,
+                   int64_t rows, float scale, float* y, cudaStream_t stream) {
   if (rows == 0) return;
   if (k % kChunk != 0) {
     const bool ok = DispatchFloatFormat(type, [&](auto f) {
@@ -249,8 +253,8 @@ void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k,
     using F = decltype(f);
     constexpr int kThreads = 128;
     const dim3 grid(CeilDiv(k / kChunk, kThreads), static_cast<unsigned>(rows));
-    GetRowsKernel<F><<<grid, kThreads, 0, stream>>>(static_cast<const uint8_t*>(table),
-                                                     row_bytes, k / kChunk, ids, scale, y);
+    GetRowsKernel<F><<<grid, kThreads, 0, stream>>>(static_cast<const uint8_t*>(table), row_bytes,
+                                                    k / kChunk, ids, scale, y);
     LS_CUDA_LAUNCHED();
   });
   LS_CUDA_REQUIRE(ok, "cuda get_rows: no kernel for type %d", static_cast<int>(type));

@@ -37,7 +37,7 @@ struct GatheredMatMul {
 void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream);
 
 // y[r] = dequant(table row ids[r]) * scale, r < rows; the table has `k` columns.
-void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k,
-                   const int32_t* ids, int64_t rows, float scale, float* y, cudaStream_t stream);
+void LaunchGetRows(DType type, const void* table, int64_t row_bytes, int64_t k, const int32_t* ids,
+                   int64_t rows, float scale, float* y, cudaStream_t stream);
 
 }  // namespace lockstep::backend::cuda

@@ -86,7 +86,7 @@ void LaunchMoeCombine(const float* expert_out, const float* weights, int64_t row
   if (rows == 0) return;
   constexpr int kThreads = 256;
   CombineKernel<<<CeilDiv(rows * cols, kThreads), kThreads, 0, stream>>>(expert_out, weights, rows,
-                                                                          n_used, cols, y);
+                                                                         n_used, cols, y);
   LS_CUDA_LAUNCHED();
 }
 

@@ -72,7 +72,7 @@ void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, flo
   if (group >= kLongGroup) {
     LS_CUDA_REQUIRE(items <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(items));
     RmsNormRowKernel<<<static_cast<unsigned>(items), kRowThreads, 0, stream>>>(x, w, eps, group,
-                                                                              extra_scale, y);
+                                                                               extra_scale, y);
   } else {
     RmsNormKernel<<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
         x, w, eps, group, extra_scale, items, y);

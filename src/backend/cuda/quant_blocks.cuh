@@ -335,8 +335,8 @@ bool DispatchFloatFormat(DType t, Fn&& f) {
 template <class Fn>
 bool DispatchFormat(DType t, Fn&& f) {
   switch (t) {
-#define LS_CASE(T) \
-  case DType::T:   \
+#define LS_CASE(T)      \
+  case DType::T:        \
     f(Fmt<DType::T>{}); \
     return true;
     LS_CASE(F32)

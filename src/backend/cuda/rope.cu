@@ -13,8 +13,7 @@ __global__ void RopeKernel(float* x, const int32_t* pos, int64_t cols, int head_
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / half;
     const int i = static_cast<int>(t % half);
-    const double inv_freq =
-        pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff ? ff[i] : 1.0f);
+    const double inv_freq = pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff ? ff[i] : 1.0f);
     const double theta = static_cast<double>(pos[r]) * inv_freq;
     const float c = static_cast<float>(cos(theta));
     const float s = static_cast<float>(sin(theta));
@@ -29,16 +28,16 @@ __global__ void RopeKernel(float* x, const int32_t* pos, int64_t cols, int head_
 
 }  // namespace
 
-void LaunchRope(float* x, const int32_t* pos, int64_t rows, int64_t cols, int head_dim,
-                int n_rot, float base, const float* ff, cudaStream_t stream) {
+void LaunchRope(float* x, const int32_t* pos, int64_t rows, int64_t cols, int head_dim, int n_rot,
+                float base, const float* ff, cudaStream_t stream) {
   LS_CUDA_REQUIRE(head_dim > 0 && cols % head_dim == 0 && n_rot <= head_dim && n_rot % 2 == 0,
                   "cuda rope: head_dim %d, n_rot %d, %lld columns", head_dim, n_rot,
                   static_cast<long long>(cols));
   const int64_t n = rows * (n_rot / 2);
   if (n == 0) return;
   constexpr int kThreads = 256;
-  RopeKernel<<<CeilDiv(n, kThreads), kThreads, 0, stream>>>(x, pos, cols, head_dim, n_rot, base,
-                                                            ff, n);
+  RopeKernel<<<CeilDiv(n, kThreads), kThreads, 0, stream>>>(x, pos, cols, head_dim, n_rot, base, ff,
+                                                            n);
   LS_CUDA_LAUNCHED();
 }
 

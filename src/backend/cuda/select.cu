@@ -64,7 +64,9 @@ __global__ void MergeArgmaxKernel(const float* best_v, const int* best_i, int n_
   if (lane == 0) ids[out_index[blockIdx.x]] = bi;
 }
 
-int Slices(int64_t n_vocab) { return static_cast<int>((n_vocab + kSlice - 1) / kSlice); }
+int Slices(int64_t n_vocab) {
+  return static_cast<int>((n_vocab + kSlice - 1) / kSlice);
+}
 
 }  // namespace
 
