@@ -10,6 +10,8 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <ostream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -33,14 +35,30 @@ constexpr float kHiddenRelBound = 1e-4f;
 using testing::ReadF32;
 using testing::Top5;
 
-class TargetParity : public ::testing::TestWithParam<std::string> {};
+// A parity model on a backend: the CPU, and the GPU (the same bounds: its kernels differ from
+// the CPU's only in summation order, far below them).
+struct ParityCase {
+  std::string model;
+  const char* backend;
+};
+
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << c.model << " on " << c.backend;
+}
+
+class TargetParity : public ::testing::TestWithParam<ParityCase> {
+ protected:
+  const std::string& ModelName() const { return GetParam().model; }
+};
 
 TEST_P(TargetParity, MatchesTransformers) {
-  const fs::path dir = fs::path(LOCKSTEP_SOURCE_DIR) / "testdata/parity" / GetParam();
+  const fs::path dir = fs::path(LOCKSTEP_SOURCE_DIR) / "testdata/parity" / ModelName();
   if (!fs::exists(dir / "meta.json")) GTEST_SKIP() << "no parity data at " << dir;
+  auto created = backend::Create(GetParam().backend, 2);
+  if (!created) GTEST_SKIP() << "SKIPPED (no " << GetParam().backend << " device)";
+  backend::Backend& be = *created;
   std::ifstream in(dir / "meta.json");
   const auto meta = nlohmann::json::parse(in);
-  backend::CpuBackend be(2);
   auto m = model::Model::Load((dir / meta["model"].get<std::string>()).string(), be);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const model::Model& model = **m;
@@ -61,28 +79,38 @@ TEST_P(TargetParity, MatchesTransformers) {
     for (const auto& [name, info] : seq["tensors"].items()) {
       const auto ref = ReadF32(dir / info["file"].get<std::string>());
       const std::vector<float>& got = name == "result_output" ? out.logits : seen[name];
-      ASSERT_EQ(got.size(), ref.size()) << GetParam() << " s" << seq_index << " " << name;
+      ASSERT_EQ(got.size(), ref.size()) << ModelName() << " s" << seq_index << " " << name;
       float max_abs = 0, max_ref = 0;
       for (size_t i = 0; i < ref.size(); ++i) {
         max_abs = std::max(max_abs, std::fabs(got[i] - ref[i]));
         max_ref = std::max(max_ref, std::fabs(ref[i]));
       }
       if (name == "result_output") {
-        EXPECT_LT(max_abs, kLogitBound) << GetParam() << " s" << seq_index;
+        EXPECT_LT(max_abs, kLogitBound) << ModelName() << " s" << seq_index;
         for (size_t r = 0; r < tokens.size(); ++r)
           EXPECT_EQ(Top5(&got[r * V], V), Top5(&ref[r * V], V)) << "row " << r;
-        std::printf("[parity] %s s%d logits max abs diff %.3g (bound %.0e)\n", GetParam().c_str(),
+        std::printf("[parity] %s s%d logits max abs diff %.3g (bound %.0e)\n", ModelName().c_str(),
                     seq_index, max_abs, kLogitBound);
       } else {
         EXPECT_LT(max_abs, kHiddenRelBound * std::max(1.0f, max_ref))
-            << GetParam() << " s" << seq_index << " " << name << " (max |ref| " << max_ref << ")";
+            << ModelName() << " s" << seq_index << " " << name << " (max |ref| " << max_ref << ")";
       }
     }
     ++seq_index;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, TargetParity, ::testing::Values("dense", "moe", "ple"));
+std::string CaseName(const ::testing::TestParamInfo<ParityCase>& p) {
+  return p.param.model;
+}
+INSTANTIATE_TEST_SUITE_P(TinyModels, TargetParity,
+                         ::testing::Values(ParityCase{"dense", "cpu"}, ParityCase{"moe", "cpu"},
+                                           ParityCase{"ple", "cpu"}),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(CudaTinyModels, TargetParity,
+                         ::testing::Values(ParityCase{"dense", "cuda"}, ParityCase{"moe", "cuda"},
+                                           ParityCase{"ple", "cuda"}),
+                         CaseName);
 
 // Negative control: the same comparison flags a forward pass that ignores the layer scalar.
 TEST(TargetParityNegativeControl, DetectsAPerturbedModel) {
