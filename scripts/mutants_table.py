@@ -81,23 +81,23 @@ MUTANTS = {
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, static_cast<int64_t>(r) + 1,"
         " {recent_.data() + at, n}});")],
-        "SpecExactness*", "per-sequence RNG keyed by batch row instead of position"),
+        "SpecExactness*:EngineExactness*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
         "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;\n"
         "      const int p =",
         "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;\n"
         "      const int p =")],
-        "Parity*", "sliding window one key short"),
+        "TargetParity*", "sliding window one key short"),
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk + 1, s.n_cached + left});")],
-        "Engine*", "a prefill chunk one row longer than the chunk size"),
+        "LabTeacherForce*:EngineExactness*", "a prefill chunk one row longer than the chunk size"),
     "gumbel_per_call": (SAMPLER, [
         ("  auto consider = [&](int32_t i) {\n",
          "  static thread_local int64_t calls = 0;\n  const int64_t call = ++calls;\n"
          "  auto consider = [&](int32_t i) {\n"),
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
-        "Sampler*:SpecExactness*", "Gumbel noise drawn per call instead of per position"),
+        "Sample*:SpecExactness*", "Gumbel noise drawn per call instead of per position"),
 }
 
 
