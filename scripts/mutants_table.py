@@ -52,52 +52,52 @@ MUTANTS = {
         "      MatMulRowsBlock(blk, scratch);\n",
         "      MatMulRowsBlock(blk, scratch);\n"
         "      if (n_rows > 1) blk.y[0] = __builtin_nextafterf(blk.y[0], __builtin_inff());\n")],
-        "ForwardInvariance*", "multi-row float matmul result off by 1 ulp"),
-    "matmul_reverse_rows_gt1": (MM, reverse_edits(2), "ForwardInvariance*",
+        "*ForwardInvariance*", "multi-row float matmul result off by 1 ulp"),
+    "matmul_reverse_rows_gt1": (MM, reverse_edits(2), "*ForwardInvariance*",
                                 "MatMul/MatMuls sum in reverse order when rows > 1"),
-    "matmul_reverse_rows_gt32": (MM, reverse_edits(33), "ForwardInvariance*",
+    "matmul_reverse_rows_gt32": (MM, reverse_edits(33), "*ForwardInvariance*",
                                  "reverse summation only when rows > 32"),
     "attention_sum_reversed_batch": (ATTN, [(
         "        sum += scores[j];\n      }\n",
         "      }\n      if (q.rows() > 1)\n        for (int j = n_keys; j-- > 0;) sum += scores[j];\n"
         "      else\n        for (int j = 0; j < n_keys; ++j) sum += scores[j];\n")],
-        "ForwardInvariance*", "attention softmax sum reversed when batch > 1"),
+        "*ForwardInvariance*", "attention softmax sum reversed when batch > 1"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, pos + 1 + (s.decoding && r > s.row_begin ? 1 : 0),"
         " {recent_.data() + at, n}});")],
-        "SpecExactness*", "sampling position off by one on verify rows"),
+        "*SpecExactness*", "sampling position off by one on verify rows"),
     "drafter_wrong_hidden_row": (STEP, [(
         "        hidden_out = s.out_begin + accepted;",
         "        hidden_out = s.out_begin + (accepted > 0 ? accepted - 1 : 0);")],
-        "LabAccept*", "drafter fed the hidden state of the wrong row"),
+        "*LabAccept*", "drafter fed the hidden state of the wrong row"),
     "kv_written_after_attention": (FWD, [
         ("    be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);\n", ""),
         ("kv.include_self, ctx.rows, &attn);\n",
          "kv.include_self, ctx.rows, &attn);\n"
          "  if (kv.write) be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);\n")],
-        "ForwardInvariance*", "KV rows written after attention reads them"),
+        "*ForwardInvariance*", "KV rows written after attention reads them"),
     "rng_keyed_by_batch_index": (ENGINE, [(
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, static_cast<int64_t>(r) + 1,"
         " {recent_.data() + at, n}});")],
-        "SpecExactness*:EngineExactness*", "per-sequence RNG keyed by batch row instead of position"),
+        "*SpecExactness*:*EngineExactness*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
         "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;\n"
         "      const int p =",
         "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;\n"
         "      const int p =")],
-        "TargetParity*", "sliding window one key short"),
+        "*TargetParity*", "sliding window one key short"),
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk + 1, s.n_cached + left});")],
-        "LabTeacherForce*:EngineExactness*", "a prefill chunk one row longer than the chunk size"),
+        "*LabTeacherForce*:*EngineExactness*", "a prefill chunk one row longer than the chunk size"),
     "gumbel_per_call": (SAMPLER, [
         ("  auto consider = [&](int32_t i) {\n",
          "  static thread_local int64_t calls = 0;\n  const int64_t call = ++calls;\n"
          "  auto consider = [&](int32_t i) {\n"),
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
-        "Sample*:SpecExactness*", "Gumbel noise drawn per call instead of per position"),
+        "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
 }
 
 
