@@ -70,7 +70,7 @@ MUTANTS = {
     "drafter_wrong_hidden_row": (STEP, [(
         "        hidden_out = s.out_begin + accepted;",
         "        hidden_out = s.out_begin + (accepted > 0 ? accepted - 1 : 0);")],
-        "*LabAccept*", "drafter fed the hidden state of the wrong row"),
+        "*DrafterInput*:*LabAccept*", "drafter fed the hidden state of the wrong row"),
     "kv_written_after_attention": (FWD, [
         ("    be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);\n", ""),
         ("kv.include_self, ctx.rows, &attn);\n",
