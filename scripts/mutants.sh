@@ -124,8 +124,7 @@ for row in "${rows[@]}"; do
     die "mutant $name does not compile"
   fi
   set +e
-  timeout 600 "$build/tests/lockstep_tests" --gtest_filter="$filter" --gtest_brief=1 \
-    >"$logs/$name.test.log" 2>&1
+  timeout 600 "$build/tests/lockstep_tests" --gtest_filter="$filter" >"$logs/$name.test.log" 2>&1
   rc=$?
   set -e
   Revert "$file"
@@ -135,7 +134,11 @@ for row in "${rows[@]}"; do
     survived+=("$name")
     table+=("$name -> SURVIVED ($filter)")
   elif [[ -z "$killers" ]]; then
-    table+=("$name -> killed: exit $rc, crash or timeout ($filter)")
+    # A crash (a CHECK firing) or a timeout: the test that was running is the one that caught it.
+    last=$(grep -oE '^\[ RUN      \] [A-Za-z0-9_/.]+' "$logs/$name.test.log" | tail -1 \
+      | awk '{print $NF}' || true)
+    why=$(grep -m1 -E 'Check failed|CHECK|terminate|what\(\)' "$logs/$name.test.log" | cut -c1-100 || true)
+    table+=("$name -> ${last:-?} (exit $rc${why:+: $why})")
   else
     table+=("$name -> $killers")
   fi

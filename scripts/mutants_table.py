@@ -81,7 +81,7 @@ MUTANTS = {
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, static_cast<int64_t>(r) + 1,"
         " {recent_.data() + at, n}});")],
-        "*SpecExactness*:*EngineExactness*", "per-sequence RNG keyed by batch row instead of position"),
+        "*SpecExactness*:*EngineExactness*-*NegativeControl*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
         "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;\n"
         "      const int p =",
@@ -91,7 +91,7 @@ MUTANTS = {
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk + 1, s.n_cached + left});")],
-        "*LabTeacherForce*:*EngineExactness*", "a prefill chunk one row longer than the chunk size"),
+        "*LabTeacherForce*:*EngineExactness*-*NegativeControl*", "a prefill chunk one row longer than the chunk size"),
     "gumbel_per_call": (SAMPLER, [
         ("  auto consider = [&](int32_t i) {\n",
          "  static thread_local int64_t calls = 0;\n  const int64_t call = ++calls;\n"
