@@ -130,7 +130,7 @@ for row in "${rows[@]}"; do
   rc=$?
   set -e
   Revert "$file"
-  killers=$(grep -oE '^\[  FAILED  \] [A-Za-z0-9_/.]+' "$logs/$name.test.log" | awk '{print $NF}' \
+  killers=$(grep -oE '^\[  FAILED  \] [A-Za-z0-9_/]+\.[A-Za-z0-9_/.]+' "$logs/$name.test.log" | awk '{print $NF}' \
     | sort -u | paste -sd' ' - || true)
   if [[ $rc -eq 0 ]]; then
     survived+=("$name")
