@@ -72,7 +72,8 @@ Args ParseArgs(int argc, char** argv) {
 
 // Host bytes of an n-row weight: 512 distinct quantized rows repeated (quantizing every row
 // would take minutes; the device reads every byte either way).
-std::vector<uint8_t> WeightBytes(DType type, int64_t k, int64_t n) {
+// (Used only by the CUDA measurements: a CPU-only build compiles it unused.)
+[[maybe_unused]] std::vector<uint8_t> WeightBytes(DType type, int64_t k, int64_t n) {
   const size_t row_bytes = RowBytes(type, k);
   const int64_t distinct = std::min<int64_t>(n, 512);
   std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(n));

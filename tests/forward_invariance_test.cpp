@@ -1,6 +1,7 @@
 // Batch invariance of the CPU forward pass: a sequence's logits are byte-identical whether it
 // is prefilled at once, token by token, in chunks of 3, or inside a batch with other
-// sequences, at 1 and 2 threads. A negative control proves the comparison can fail.
+// sequences, at 1 to 7 threads, for batches up to past the 256-row prefill chunk. A negative
+// control proves the comparison can fail.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,21 +28,22 @@ std::vector<int32_t> Tokens(int seed, int n, int vocab) {
   return t;
 }
 
-// Runs `tokens` of sequence slot 0 in chunks of `chunk`; optionally interleaves two other
+// Runs `len` tokens of sequence slot 0 in chunks of `chunk`; optionally interleaves two other
 // sequences (slots 1 and 2) into every forward call. Returns all logits of slot 0, in order.
-std::vector<float> RunSequence(const Model& m, int chunk, bool mixed) {
+std::vector<float> RunSequence(const Model& m, int chunk, bool mixed, int len = kLen) {
   const int V = m.config().n_vocab;
-  auto kv = m.NewKv(3, 64).value();
-  const auto main = Tokens(1, kLen, V), other1 = Tokens(2, kLen, V), other2 = Tokens(3, 5, V);
+  // Steps of up to len + 3 rows of one slot: the sliding rings must hold a whole chunk.
+  auto kv = m.NewKv(3, std::max(64, len + 8), len + 3).value();
+  const auto main = Tokens(1, len, V), other1 = Tokens(2, len, V), other2 = Tokens(3, 5, V);
   std::vector<float> logits;
   ForwardResult out;
   int o1 = 0, o2 = 0;
-  for (int start = 0; start < kLen; start += chunk) {
+  for (int start = 0; start < len; start += chunk) {
     Batch b;
     if (mixed) {  // other sequences before and after, at their own positions
-      for (int i = 0; i < 2 && o1 < kLen; ++i, ++o1) b.Add(other1[o1], o1, 1, true);
+      for (int i = 0; i < 2 && o1 < len; ++i, ++o1) b.Add(other1[o1], o1, 1, true);
     }
-    const int end = std::min(kLen, start + chunk);
+    const int end = std::min(len, start + chunk);
     for (int p = start; p < end; ++p) b.Add(main[p], p, 0, true);
     if (mixed && o2 < 5) b.Add(other2[o2], o2, 2, true), ++o2;
     EXPECT_TRUE(m.Forward(b, *kv, &out).ok());
@@ -81,6 +83,29 @@ TEST_P(ForwardInvariance, LogitsIndependentOfBatchChunkAndThreads) {
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 3, false))) << "chunks of 3, " << threads;
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 4, true))) << "mixed batch, " << threads;
     EXPECT_TRUE(SameBytes(reference, RunSequence(model, 1, true))) << "mixed decode, " << threads;
+  }
+}
+
+// Batches past the default prefill chunk (256 rows): a kernel whose order changes only above
+// some row count (a wider tile, another code path) differs between the one 300-row prefill and
+// decoding the same tokens one at a time. Thread counts that do not divide the column blocks
+// evenly (3, 7) change every thread's share.
+TEST_P(ForwardInvariance, LongPrefillMatchesDecodeAtOneToSevenThreads) {
+  constexpr int kLong = 300;
+  const std::string path = testing::SyntheticPath(GetParam(), SpecFor(GetParam()));
+  ASSERT_FALSE(path.empty());
+  std::vector<float> reference;
+  const std::vector<int> threads =
+      GetParam() == "dense" ? std::vector<int>{1, 2, 3, 4, 7} : std::vector<int>{1, 3};
+  for (int t : threads) {
+    CpuBackend be(t);
+    auto m = Model::Load(path, be);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    if (reference.empty()) reference = RunSequence(**m, 1, false, kLong);  // decode, 1 row
+    ASSERT_EQ(reference.size(), static_cast<size_t>(kLong * (*m)->config().n_vocab));
+    EXPECT_TRUE(SameBytes(reference, RunSequence(**m, kLong, false, kLong))) << "300 rows, " << t;
+    EXPECT_TRUE(SameBytes(reference, RunSequence(**m, 256, true, kLong))) << "mixed 256, " << t;
+    EXPECT_TRUE(SameBytes(reference, RunSequence(**m, 33, false, kLong))) << "chunks of 33, " << t;
   }
 }
 

@@ -1,6 +1,7 @@
 // Batch invariance of the quant dot kernels: a small matmul harness (PrepareRow per activation
 // row, DotRow per weight row) gives byte-identical outputs for any thread count and any
-// grouping of the activation rows; a reduction in another order is shown to differ.
+// grouping of the activation rows, and so does the real backend path (CpuBackend::MatMul and
+// MatMuls, 1 to 300 rows, 1 to 7 threads); a reduction in another order is shown to differ.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,9 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cpu/cpu_backend.h"
 #include "core/dtype.h"
 #include "core/half.h"
 #include "quant/quant.h"
+#include "testing/matmul_reference.h"
 #include "testing/random.h"
 
 namespace lockstep::quant {
@@ -81,6 +84,42 @@ TEST(QuantInvariance, ThreadsAndRowGroupingsAreByteIdentical) {
     EXPECT_TRUE(SameBytes(base, RunGroups(p, {3, 4}, 2)));
     EXPECT_TRUE(SameBytes(base, RunGroups(p, {1, 6}, 2)));
     EXPECT_TRUE(SameBytes(base, RunGroups(p, {5, 2}, 1)));
+  }
+}
+
+// The backend's own entry points (prepared rows, DotTile or DotCols per row count, column
+// blocks over threads, MatMuls laying two weights end to end) against one row at a time, for
+// batches past the 256-row prefill chunk: a kernel that changes its order only above some row
+// count fails here.
+TEST(QuantInvariance, BackendMatMulsEqualOneRowAtATimeUpTo300Rows) {
+  constexpr int64_t kN = 256, kCols = 37;  // one K-quant block per row; not a multiple of 16
+  for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::MXFP4,
+                  DType::Q4_K, DType::Q6_K}) {
+    std::vector<uint8_t> wbytes(RowBytes(t, kN) * kCols);
+    const auto wf = testing::GaussianRow(kCols * kN, 21);
+    for (int64_t j = 0; j < kCols; ++j)
+      QuantizeRow(t, wf.data() + j * kN, wbytes.data() + j * RowBytes(t, kN), kN);
+    const backend::Weight w = testing::HostWeight(t, kN, kCols, wbytes);
+    for (int threads : {1, 2, 3, 4, 7}) {
+      backend::CpuBackend be(threads);
+      for (int64_t rows : {2, 33, 257, 300}) {
+        const auto xh = testing::GaussianRow(rows * kN, static_cast<uint32_t>(31 + rows));
+        backend::Tensor x = be.NewTensor(rows, kN), y = be.NewTensor(rows, kCols),
+                        y1 = be.NewTensor(rows, kCols), y2 = be.NewTensor(rows, kCols);
+        be.FromHost(xh, &x);
+        be.MatMul(w, x, &y);
+        const backend::Backend::MatMulOut outs[] = {{&w, &y1}, {&w, &y2}};
+        be.MatMuls(x, outs);
+        const auto want = testing::MatMulRowByRow(be, w, xh, rows, kN);
+        for (const backend::Tensor* got : {&y, &y1, &y2}) {
+          std::vector<float> h;
+          be.ToHost(*got, &h);
+          EXPECT_TRUE(SameBytes(h, want))
+              << Name(t) << " threads=" << threads << " rows=" << rows
+              << (got == &y ? " MatMul" : " MatMuls");
+        }
+      }
+    }
   }
 }
 

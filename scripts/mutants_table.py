@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The mutation table of scripts/mutants.sh: each mutant is exact text edits to one file of src/
+plus the gtest filter expected to kill it. An edit whose text does not occur exactly once is an
+error, so a refactor that moves the code fails loudly instead of testing an unmutated tree."""
+import sys
+from pathlib import Path
+
+MM = "src/backend/cpu/matmul.cpp"
+ATTN = "src/backend/cpu/attention.cpp"
+ENGINE = "src/engine/engine.cpp"
+STEP = "src/engine/engine_step.cpp"
+FWD = "src/model/forward.cpp"
+SAMPLER = "src/sample/sampler.cpp"
+
+# Recomputes y = x . w^T with a scalar sum in reverse element order when x has at least
+# `min_rows` rows: a kernel whose order depends on the batch shape.
+REVERSE_HELPER = """}  // namespace
+
+void MutantReverse(const Weight& w, const Tensor& x, Tensor* y, int64_t min_rows) {
+  if (x.rows() < min_rows) return;
+  std::vector<float> wr(static_cast<size_t>(x.cols()));
+  for (int64_t j = 0; j < w.n_rows(); ++j) {
+    WeightRowF32(w, j, wr.data());
+    for (int64_t r = 0; r < x.rows(); ++r) {
+      float s = 0.0f;
+      for (int64_t i = x.cols(); i-- > 0;) s += wr[static_cast<size_t>(i)] * x.row(r)[i];
+      y->row(r)[j] = s;
+    }
+  }
+}
+
+float* CpuBackend::RowsScratch(int worker) {"""
+
+
+def reverse_edits(min_rows):
+    return [
+        ("}  // namespace\n\nfloat* CpuBackend::RowsScratch(int worker) {", REVERSE_HELPER),
+        ("    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker), quant_tiles_);\n  });\n",
+         "    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker), quant_tiles_);\n  });\n"
+         f"  MutantReverse(w, x, y, {min_rows});\n"),
+        ("                     RowsScratch(worker), quant_tiles_);\n    }\n  });\n",
+         "                     RowsScratch(worker), quant_tiles_);\n    }\n  });\n"
+         f"  for (const MatMulOut& o : outs) MutantReverse(*o.w, x, o.y, {min_rows});\n"),
+    ]
+
+
+SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
+
+# name -> (file, [(old, new), ...], gtest filter expected to kill it, what it breaks)
+MUTANTS = {
+    "matmul_ulp_multirow": (MM, [(
+        "      MatMulRowsBlock(blk, scratch);\n",
+        "      MatMulRowsBlock(blk, scratch);\n"
+        "      if (n_rows > 1) blk.y[0] = __builtin_nextafterf(blk.y[0], __builtin_inff());\n")],
+        "*ForwardInvariance*", "multi-row float matmul result off by 1 ulp"),
+    "matmul_reverse_rows_gt1": (MM, reverse_edits(2), "*ForwardInvariance*",
+                                "MatMul/MatMuls sum in reverse order when rows > 1"),
+    "matmul_reverse_rows_gt32": (MM, reverse_edits(33), "*ForwardInvariance*",
+                                 "reverse summation only when rows > 32"),
+    "attention_sum_reversed_batch": (ATTN, [(
+        "        sum += scores[j];\n      }\n",
+        "      }\n      if (q.rows() > 1)\n        for (int j = n_keys; j-- > 0;) sum += scores[j];\n"
+        "      else\n        for (int j = 0; j < n_keys; ++j) sum += scores[j];\n")],
+        "*ForwardInvariance*", "attention softmax sum reversed when batch > 1"),
+    "verify_position_off_by_one": (ENGINE, [(
+        SAMPLE_POS,
+        "sample_rows_.push_back({s.req.sampling, pos + 1 + (s.decoding && r > s.row_begin ? 1 : 0),"
+        " {recent_.data() + at, n}});")],
+        "*SpecExactness*", "sampling position off by one on verify rows"),
+    "drafter_wrong_hidden_row": (STEP, [(
+        "        hidden_out = s.out_begin + accepted;",
+        "        hidden_out = s.out_begin + (accepted > 0 ? accepted - 1 : 0);")],
+        "*DrafterInput*:*LabAccept*", "drafter fed the hidden state of the wrong row"),
+    "kv_written_after_attention": (FWD, [
+        ("    be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);\n", ""),
+        ("kv.include_self, ctx.rows, &attn);\n",
+         "kv.include_self, ctx.rows, &attn);\n"
+         "  if (kv.write) be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);\n")],
+        "*ForwardInvariance*", "KV rows written after attention reads them"),
+    "rng_keyed_by_batch_index": (ENGINE, [(
+        SAMPLE_POS,
+        "sample_rows_.push_back({s.req.sampling, static_cast<int64_t>(r) + 1,"
+        " {recent_.data() + at, n}});")],
+        "*SpecExactness*:*EngineExactness*-*NegativeControl*", "per-sequence RNG keyed by batch row instead of position"),
+    "sliding_window_off_by_one": (ATTN, [(
+        "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;\n"
+        "      const int p =",
+        "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;\n"
+        "      const int p =")],
+        "*TargetParity*", "sliding window one key short"),
+    "prefill_chunk_off_by_one": (STEP, [(
+        "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",
+        "std::min({n_prompt, s.n_cached + opt_.prefill_chunk + 1, s.n_cached + left});")],
+        "*LabTeacherForce*:*EngineExactness*-*NegativeControl*", "a prefill chunk one row longer than the chunk size"),
+    "gumbel_per_call": (SAMPLER, [
+        ("  auto consider = [&](int32_t i) {\n",
+         "  static thread_local int64_t calls = 0;\n  const int64_t call = ++calls;\n"
+         "  auto consider = [&](int32_t i) {\n"),
+        ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
+        "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
+}
+
+
+def apply(tree, name):
+    path, edits, _, _ = MUTANTS[name]
+    f = Path(tree) / path
+    text = f.read_text()
+    for old, new in edits:
+        n = text.count(old)
+        if n != 1:
+            sys.exit(f"mutant {name}: {path}: expected text found {n} times, not once:\n{old}")
+        text = text.replace(old, new)
+    f.write_text(text)
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "list":  # name<TAB>file<TAB>filter<TAB>description
+        for name, (path, _, filt, what) in MUTANTS.items():
+            print(f"{name}\t{path}\t{filt}\t{what}")
+    elif len(argv) == 4 and argv[1] == "apply":
+        if argv[3] not in MUTANTS:
+            sys.exit(f"unknown mutant {argv[3]}")
+        apply(argv[2], argv[3])
+    else:
+        sys.exit("usage: mutants_table.py list | apply TREE NAME")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
