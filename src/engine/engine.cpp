@@ -2,8 +2,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 
 #include "core/check.h"
 #include "core/memory.h"
@@ -101,9 +101,10 @@ Expected<SeqId> Engine::Submit(Request req) {
   const sample::Settings& st = req.sampling;
   if (!(st.top_p > 0.0f && st.top_p <= 1.0f) || !(st.min_p >= 0.0f && st.min_p <= 1.0f) ||
       !(st.repeat_penalty > 0.0f && std::isfinite(st.repeat_penalty)) || st.repeat_last_n < 0)
-    return Status::Errorf("request: top_p {} (0, 1], min_p {} [0, 1], repeat_penalty {} > 0, "
-                          "repeat_last_n {} >= 0 required",
-                          st.top_p, st.min_p, st.repeat_penalty, st.repeat_last_n);
+    return Status::Errorf(
+        "request: top_p {} (0, 1], min_p {} [0, 1], repeat_penalty {} > 0, "
+        "repeat_last_n {} >= 0 required",
+        st.top_p, st.min_p, st.repeat_penalty, st.repeat_last_n);
   if (req.draft_max < 0 || req.draft_max > opt_.draft_max)
     return Status::Errorf("request: draft_max {} outside [0, {}] (the engine's draft_max)",
                           req.draft_max, opt_.draft_max);
@@ -196,14 +197,9 @@ void Engine::ShareCachedPrefix(Seq& s) {
   s.result.n_shared = best;
 }
 
-Status Engine::Step() {
-  Admit();
-  LS_RETURN_IF_ERROR(Draft());
-  BuildBatch();
-  last_rows_ = batch_.size();
-  if (batch_.size() == 0) return Status::Ok();
-  LS_RETURN_IF_ERROR(target_.Forward(batch_, *kv_, ws_, &out_));
-  // Only token ids cross to the host (and logits where a request asked for them).
+// One selection row per output row: its settings, the position it chooses, and (with a repeat
+// penalty) its history, copied into recent_, which grows once and only with penalties.
+void Engine::BuildSampleRows() {
   // The repeat penalty's history of a row at `pos`: the tokens at positions before pos + 1,
   // which are the sequence's history and then, on verify rows, its drafts.
   const auto window = [](const Seq& s, int64_t pos) -> size_t {
@@ -214,7 +210,8 @@ Status Engine::Step() {
   const auto token_at = [](const Seq& s, int64_t q) {
     const size_t h = s.history.size();
     if (static_cast<size_t>(q) < h) return s.history[static_cast<size_t>(q)];
-    CHECKF(static_cast<size_t>(q) - h < s.drafts.size(), "repeat window: position {} past the drafts", q);
+    CHECKF(static_cast<size_t>(q) - h < s.drafts.size(),
+           "repeat window: position {} past the drafts", q);
     return s.drafts[static_cast<size_t>(q) - h];
   };
   sample_rows_.clear();
@@ -231,10 +228,22 @@ Status Engine::Step() {
     const Seq& s = *slots_[static_cast<size_t>(batch_.seq[static_cast<size_t>(r)])];
     const int64_t pos = batch_.pos[static_cast<size_t>(r)];
     const size_t n = window(s, pos);
-    for (size_t k = 0; k < n; ++k) recent_[at + k] = token_at(s, pos + 1 - static_cast<int64_t>(n - k));
+    for (size_t k = 0; k < n; ++k)
+      recent_[at + k] = token_at(s, pos + 1 - static_cast<int64_t>(n - k));
     sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});
     at += n;
   }
+}
+
+Status Engine::Step() {
+  Admit();
+  LS_RETURN_IF_ERROR(Draft());
+  BuildBatch();
+  last_rows_ = batch_.size();
+  if (batch_.size() == 0) return Status::Ok();
+  LS_RETURN_IF_ERROR(target_.Forward(batch_, *kv_, ws_, &out_));
+  // Only token ids cross to the host (and logits where a request asked for them).
+  BuildSampleRows();
   if (out_.n_out > 0) {
     target_.backend().SelectTokens(out_.logits, sample_rows_, &ids_dev_);
     ids_.resize(static_cast<size_t>(out_.n_out));

@@ -102,6 +102,7 @@ class Engine {
   void ShareCachedPrefix(Seq& s);
   Status Draft();
   void BuildBatch();
+  void BuildSampleRows();  // sample_rows_ for the output rows of the step just run
   void Apply();
   bool Emit(Seq& s, int32_t token, int row_out);
   void Finish(Seq& s, engine::Finish why);

@@ -138,13 +138,18 @@ bool Filter(const Settings& s, const Values& v, size_t n, std::vector<int32_t>& 
 
 }  // namespace
 
+bool IsArgmax(const Settings& s, std::span<const int32_t> recent) {
+  const bool penalise = s.repeat_penalty != 1.0f && !recent.empty() && s.repeat_last_n > 0;
+  return s.temperature <= 0.0f && !penalise;
+}
+
 bool NeedsScratch(const Settings& s) {
   return s.temperature > 0.0f || s.repeat_penalty != 1.0f;
 }
 
 int32_t Select(const Settings& s, int64_t position, std::span<const float> logits,
                std::span<const int32_t> recent) {
-  if (s.temperature <= 0.0f && (s.repeat_penalty == 1.0f || recent.empty())) return Argmax(logits);
+  if (IsArgmax(s, recent)) return Argmax(logits);
   std::vector<int32_t> scratch;
   return Select(s, position, logits, recent, &scratch);
 }
@@ -156,8 +161,7 @@ int32_t Select(const Settings& s, int64_t position, std::span<const float> logit
 
 int32_t Select(const Settings& s, int64_t position, std::span<const float> logits,
                std::span<const int32_t> recent, std::vector<int32_t>* scratch) {
-  const bool penalise = s.repeat_penalty != 1.0f && !recent.empty() && s.repeat_last_n > 0;
-  if (s.temperature <= 0.0f && !penalise) return Argmax(logits);
+  if (IsArgmax(s, recent)) return Argmax(logits);
   const Values v(s, logits, recent, *scratch);
   if (s.temperature <= 0.0f) return GreedyOf(v, logits.size());
   const size_t from = v.n_penalised();

@@ -47,6 +47,9 @@ int32_t Select(const Settings& s, int64_t position, std::span<const float> logit
 // Without history (no repeat penalty), for callers that have none.
 int32_t Select(const Settings& s, int64_t position, std::span<const float> logits,
                std::vector<int32_t>* scratch);
+// Whether the row's token is plain greedy, the argmax of its raw logits (no temperature and no
+// repeat penalty that applies): backends may compute those rows on the device.
+bool IsArgmax(const Settings& s, std::span<const int32_t> recent);
 // Whether selection under `s` needs the scratch lists (anything beyond plain sampling).
 bool NeedsScratch(const Settings& s);
 

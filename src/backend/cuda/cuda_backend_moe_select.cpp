@@ -63,10 +63,7 @@ void CudaBackend::SelectTokens(const Tensor& logits, std::span<const SampleRow> 
   const int64_t n_vocab = logits.cols();
   // The device argmax serves greedy rows whose logits need no repeat penalty first; every other
   // row goes through sample::Select on the host, the CPU backend's function.
-  auto on_device = [](const SampleRow& s) {
-    return s.settings.temperature <= 0.0f &&
-           (s.settings.repeat_penalty == 1.0f || s.recent.empty());
-  };
+  auto on_device = [](const SampleRow& s) { return sample::IsArgmax(s.settings, s.recent); };
   greedy_rows_.clear();
   for (int64_t r = 0; r < n; ++r)
     if (on_device(rows[static_cast<size_t>(r)])) greedy_rows_.push_back(static_cast<int32_t>(r));
