@@ -19,6 +19,7 @@
 
 #include "cli/prompt_text.h"
 #include "cli/stream.h"
+#include "testing/child.h"
 #include "testing/run_cli.h"
 
 namespace lockstep {
@@ -44,15 +45,8 @@ std::string Scratch(const std::string& name, const std::string& text) {
   return path.string();
 }
 
-// Runs a shell command line; stdout only unless it redirects stderr itself.
-std::string Shell(const std::string& cmd, int* rc) {
-  FILE* f = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (size_t n = fread(buf, 1, sizeof buf, f)) out.append(buf, n);
-  *rc = WEXITSTATUS(pclose(f));
-  return out;
-}
+// Runs a shell command line (bounded); stdout only unless it redirects stderr itself.
+std::string Shell(const std::string& cmd, int* rc) { return testing::RunShell(cmd, rc); }
 
 #define REQUIRE_MODELS() \
   if (!fs::exists(Target()) || !fs::exists(Drafter())) GTEST_SKIP() << "no models/"
@@ -61,26 +55,16 @@ TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
   REQUIRE_MODELS();
   int out_pipe[2];
   ASSERT_EQ(pipe(out_pipe), 0);
-  const pid_t pid = fork();
+  const pid_t pid = testing::Spawn({LOCKSTEP_BINARY, "generate", "-m", Target(), "-p", "def f(x):",
+                                    "-n", "4000", "--ignore-eos"},
+                                   out_pipe[1], /*merge_stderr=*/true);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    dup2(out_pipe[1], 1), dup2(out_pipe[1], 2);
-    close(out_pipe[0]);
-    execl(LOCKSTEP_BINARY, LOCKSTEP_BINARY, "generate", "-m", Target().c_str(), "-p",
-          "def f(x):", "-n", "4000", "--ignore-eos", nullptr);
-    _exit(127);
-  }
   close(out_pipe[1]);
   std::string out;
   const auto t0 = std::chrono::steady_clock::now();
   bool running_with_text = false;
-  char buf[4096];
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
-    pollfd p{out_pipe[0], POLLIN, 0};
-    if (poll(&p, 1, 200) <= 0) continue;
-    const ssize_t n = read(out_pipe[0], buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    if (!testing::ReadSome(out_pipe[0], &out, std::chrono::milliseconds(200))) continue;
     // Generated text is arriving while the process still runs: it streams.
     if (out.rfind("def f(x):", 0) == 0 && out.size() > 60 && waitpid(pid, nullptr, WNOHANG) == 0) {
       running_with_text = true;
@@ -89,14 +73,12 @@ TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
   }
   EXPECT_TRUE(running_with_text) << "no streamed text before exit: " << out;
   kill(pid, SIGINT);
-  while (true) {
-    const ssize_t n = read(out_pipe[0], buf, sizeof buf);
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
+  const auto t1 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t1 < std::chrono::seconds(60) &&
+         testing::ReadSome(out_pipe[0], &out, std::chrono::seconds(5))) {
   }
   close(out_pipe[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  const int status = testing::WaitOrKill(pid, std::chrono::seconds(30));
   ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 130);
   EXPECT_NE(out.find("lockstep: interrupted"), std::string::npos) << out;

@@ -22,7 +22,8 @@ TEST_P(IsaCoverage, LevelIsTestedOnThisCpu) {
                                       : backend::HasRowsIsa(backend::RowsIsa::kAvx512);
   if (!quant::CpuHasIsa(isa))
     GTEST_SKIP() << "this CPU lacks " << quant::IsaName(isa)
-                 << ": its dot, tile and multi-row kernels are untested here";
+                 << " (or LOCKSTEP_ISA caps the level below it): its dot, tile and multi-row "
+                    "kernels are untested in this run";
   EXPECT_TRUE(rows) << "the quant level is present but the multi-row kernel's check disagrees";
 }
 

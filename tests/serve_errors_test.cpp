@@ -323,7 +323,7 @@ TEST(ServeCli, HelpAndGracefulShutdown) {
   EXPECT_EQ(rc, 0);
   EXPECT_NE(help.find("--api-key"), std::string::npos);
   if (!std::filesystem::exists(ModelPath("target"))) GTEST_SKIP() << "no default model";
-  const testing::ServeProcess p = testing::SpawnServe(
+  testing::ServeProcess p = testing::SpawnServe(
       LOCKSTEP_BINARY, {"-m", ModelPath("target"), "-c", "256", "-np", "2", "--no-hash"});
   ASSERT_GT(p.port, 0) << p.line;
   const int port = p.port;

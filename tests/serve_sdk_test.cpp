@@ -53,7 +53,7 @@ testing::ServeProcess StartDefaultPair(const std::string& js, const std::string&
 }
 
 // Runs `node SCRIPT_AND_ARGS`, expects it to pass, prints its summary, stops the server.
-void ExpectNodePasses(const std::string& script_and_args, const testing::ServeProcess& p) {
+void ExpectNodePasses(const std::string& script_and_args, testing::ServeProcess& p) {
   int rc = 0;
   const std::string out = testing::RunCli("node", script_and_args, &rc);
   EXPECT_EQ(rc, 0) << out;
@@ -68,7 +68,7 @@ TEST(ServeSdk, OpenAiClientGetsWhatItExpects) {
   if (skip)
     GTEST_SKIP() << "node or " << js
                  << "/node_modules/openai missing: run scripts/fetch-tokenizer-ref.sh";
-  const testing::ServeProcess p = StartDefaultPair(js, "sdk-test-key");
+  testing::ServeProcess p = StartDefaultPair(js, "sdk-test-key");
   if (p.pid < 0) GTEST_SKIP() << "no default pair under models/";
   ASSERT_GT(p.port, 0) << p.line;
   ExpectNodePasses(fmt::format("{}/openai_sdk_test.js http://127.0.0.1:{}/v1", js, p.port), p);
@@ -84,7 +84,7 @@ TEST(ServeSdk, ChatPageWorksInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium))
     GTEST_SKIP() << chromium << " missing: scripts/install-deps.sh installs it";
-  const testing::ServeProcess p = StartDefaultPair(js, "");
+  testing::ServeProcess p = StartDefaultPair(js, "");
   if (p.pid < 0) GTEST_SKIP() << "no default pair under models/";
   ASSERT_GT(p.port, 0) << p.line;
   ExpectNodePasses(fmt::format("{}/web_page_test.js http://127.0.0.1:{} {}", js, p.port, chromium),

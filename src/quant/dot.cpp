@@ -1,6 +1,8 @@
 // PrepareRow / DotRow / DotCols: activation preparation and the run-time choice of dot kernels.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "core/check.h"
@@ -88,7 +90,9 @@ void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
   }
 }
 
-bool CpuHasIsa(Isa isa) {
+namespace {
+
+bool CpuSupports(Isa isa) {
   switch (isa) {
     case Isa::kPortable:
       return true;
@@ -96,12 +100,32 @@ bool CpuHasIsa(Isa isa) {
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
              __builtin_cpu_supports("f16c");
     case Isa::kAvx512:
-      return CpuHasIsa(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+      return CpuSupports(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
   }
   return false;
 }
+
+// LOCKSTEP_ISA=portable|avx2|avx512 caps the level every kernel uses, so that one machine runs
+// the paths a smaller CPU would take (scripts/test.sh runs the exactness tests under each cap).
+// Read once: the level never changes within a process.
+Isa IsaCap() {
+  static const Isa cap = [] {
+    const char* env = std::getenv("LOCKSTEP_ISA");
+    if (env == nullptr || *env == 0) return Isa::kAvx512;
+    for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+      if (IsaName(isa) == env) return isa;
+    std::fprintf(stderr, "lockstep: LOCKSTEP_ISA=%s is not portable, avx2 or avx512; ignored\n",
+                 env);
+    return Isa::kAvx512;
+  }();
+  return cap;
+}
+
+}  // namespace
+
+bool CpuHasIsa(Isa isa) { return isa <= IsaCap() && CpuSupports(isa); }
 
 Isa CpuIsa() {
   static const Isa best = CpuHasIsa(Isa::kAvx512) ? Isa::kAvx512

@@ -2,6 +2,7 @@
 #include "backend/cpu/matmul_rows.h"
 
 #include "core/check.h"
+#include "quant/quant.h"
 
 namespace lockstep::backend {
 
@@ -9,19 +10,10 @@ void MatMulRowsBlockAvx2(const RowsBlock& b, float* scratch);
 void MatMulRowsBlockAvx512(const RowsBlock& b, float* scratch);
 
 namespace {
-bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return has;
-}
-
-// Every extension matmul_rows_avx512.cpp is compiled with (the compiler may use any of them).
-bool CpuHasAvx512() {
-  static const bool has =
-      CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vnni");
-  return has;
-}
+// The kernels' extensions are quant's levels (avx2: AVX2+FMA+F16C; avx512: F/BW/VL/DQ/VNNI, every
+// extension matmul_rows_avx512.cpp is compiled with), capped the same way by LOCKSTEP_ISA.
+bool CpuHasAvx2() { return quant::CpuHasIsa(quant::Isa::kAvx2); }
+bool CpuHasAvx512() { return quant::CpuHasIsa(quant::Isa::kAvx512); }
 }  // namespace
 
 bool HasRowsKernel(DType t) {

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "cli/load.h"
 #include "engine/engine.h"
 #include "server/server.h"
+#include "testing/child.h"
 
 namespace lockstep::testing {
 
@@ -95,45 +97,49 @@ class InProcessServer {
   int port_ = 0;
 };
 
-// A `lockstep serve` child process listening on a free port.
+// A `lockstep serve` child process listening on a free port; killed on destruction unless
+// StopServe stopped it (a failing assertion must not leave a server running).
 struct ServeProcess {
   pid_t pid = -1;
   int port = 0;  // 0: it did not start (its first line of output is in `line`)
   std::string line;
+
+  ServeProcess() = default;
+  ServeProcess(ServeProcess&& other) noexcept
+      : pid(std::exchange(other.pid, -1)), port(other.port), line(std::move(other.line)) {}
+  ServeProcess& operator=(ServeProcess&&) = delete;
+  ~ServeProcess() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
 };
 
-// Starts `binary serve ARGS --port 0` and reads the port from its "listening on" line.
+// Starts `binary serve ARGS --port 0` and reads the port from its "listening on" line (waiting
+// at most two minutes for it).
 inline ServeProcess SpawnServe(const std::string& binary, std::vector<std::string> args) {
   args.insert(args.begin(), {binary, "serve"});
   args.insert(args.end(), {"--port", "0"});
   int out[2];
   ServeProcess p;
   if (::pipe(out) != 0) return p;
-  p.pid = ::fork();
-  if (p.pid == 0) {
-    ::dup2(out[1], 1);
-    ::close(out[0]);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(binary.c_str(), argv.data());
-    ::_exit(127);
-  }
+  p.pid = Spawn(std::move(args), out[1], /*merge_stderr=*/false);
   ::close(out[1]);
-  char ch;
-  while (p.line.find('\n') == std::string::npos && ::read(out[0], &ch, 1) == 1) p.line += ch;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (p.line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until &&
+         ReadSome(out[0], &p.line, std::chrono::milliseconds(500))) {
+  }
   ::close(out[0]);  // later output goes nowhere; the server ignores SIGPIPE
   const size_t at = p.line.find("127.0.0.1:");
   if (at != std::string::npos) p.port = std::atoi(p.line.c_str() + at + 10);
   return p;
 }
 
-// SIGTERM, then the exit code (-1 when it did not exit normally).
-inline int StopServe(const ServeProcess& p) {
+// SIGTERM, then the exit code (-1 when it did not exit normally or within a minute).
+inline int StopServe(ServeProcess& p) {
   if (p.pid <= 0) return -1;
   ::kill(p.pid, SIGTERM);
-  int status = 0;
-  ::waitpid(p.pid, &status, 0);
+  const int status = WaitOrKill(std::exchange(p.pid, -1), std::chrono::seconds(60));
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
