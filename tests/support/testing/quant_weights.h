@@ -1,6 +1,7 @@
 // Random but well-formed quantized weight rows for the kernel tests.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -13,6 +14,46 @@
 
 namespace lockstep::testing {
 
+// The byte offsets of the f16 scale fields in one block of `t` (MXFP4's E8M0 scale is byte 0).
+inline std::vector<int> HalfScaleFields(DType t) {
+  switch (t) {
+    case DType::Q2_K:
+      return {80, 82};
+    case DType::Q3_K:
+      return {108};
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {0, 2};
+    case DType::Q6_K:
+      return {208};
+    case DType::MXFP4:
+      return {};
+    default:
+      return {0};
+  }
+}
+
+// Random bytes in every block of a block-quantized row, then every scale field set from
+// `scale()` (f16) and MXFP4's exponent byte to 2^(118..125 - 127): no NaN/Inf, every level used.
+template <typename Bits, typename Scale>
+void FillWellFormedBlocks(DType t, uint8_t* row, size_t bytes, Bits bits, Scale scale) {
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t b = bits();
+    std::memcpy(row + i, &b, std::min<size_t>(8, bytes - i));
+  }
+  const std::vector<int> fields = HalfScaleFields(t);
+  const size_t block = Info(t).type_size;
+  for (uint8_t* blk = row; blk < row + bytes; blk += block) {
+    if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(118 + bits() % 8);
+    for (int off : fields) {
+      const uint16_t h = FloatToHalf(scale());
+      std::memcpy(blk + off, &h, 2);
+    }
+  }
+}
+
 // A random but well-formed weight row: random bytes with every scale field set to a sane f16
 // (or E8M0) value, so the row has no NaN/Inf and uses every level.
 inline std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
@@ -23,40 +64,10 @@ inline std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
     quant::QuantizeRow(t, x.data(), w.data(), n);
     return w;
   }
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  const DTypeInfo& info = Info(t);
-  std::vector<int> half_fields;
-  switch (t) {
-    case DType::Q2_K:
-      half_fields = {80, 82};
-      break;
-    case DType::Q3_K:
-      half_fields = {108};
-      break;
-    case DType::Q4_1:
-    case DType::Q5_1:
-    case DType::Q4_K:
-    case DType::Q5_K:
-      half_fields = {0, 2};
-      break;
-    case DType::Q6_K:
-      half_fields = {208};
-      break;
-    case DType::MXFP4:
-      break;
-    default:
-      half_fields = {0};
-      break;
-  }
   std::uniform_real_distribution<float> u(0.001f, 0.05f);
-  for (size_t b = 0; b < w.size() / info.type_size; ++b) {
-    uint8_t* blk = w.data() + b * info.type_size;
-    if (t == DType::MXFP4) blk[0] = static_cast<uint8_t>(118 + rng() % 8);
-    for (int off : half_fields) {
-      const uint16_t h = FloatToHalf(u(rng));
-      std::memcpy(blk + off, &h, 2);
-    }
-  }
+  FillWellFormedBlocks(
+      t, w.data(), w.size(), [&rng] { return (uint64_t{rng()} << 32) | rng(); },
+      [&] { return u(rng); });
   return w;
 }
 

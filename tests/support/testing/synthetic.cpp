@@ -13,9 +13,18 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "sample/sampler.h"
+#include "testing/quant_weights.h"
 
 namespace lockstep::model {
 namespace {
+
+// splitmix64: the next value of a counter-based stream.
+uint64_t SplitMix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
 
 using gguf::Value;
 using gguf::ValueType;
@@ -68,11 +77,21 @@ class Filler {
     for (auto v : ne) n *= v;
     const uint64_t key = s_.seed * 1000003ull + counter_++;
     const int64_t row = ne[0];
+    const bool random_blocks = s_.random_blocks && Info(type).block_size > 1;
     w_.AddTensor(name, type, ne, [=](uint8_t* dst) {
       const size_t rb = RowBytes(type, row);
       auto fill = [&](int64_t r0, int64_t r1) {
-        std::vector<float> buf(static_cast<size_t>(row));
+        std::vector<float> buf(static_cast<size_t>(random_blocks ? 0 : row));
         for (int64_t r = r0; r < r1; ++r) {
+          if (random_blocks) {
+            // A counter-based stream per (tensor, row): the same bytes at any thread count.
+            uint64_t state = key * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(r);
+            auto bits = [&state] { return SplitMix64(state); };
+            const float d = (hi - lo) / 64.0f;
+            auto scale = [&] { return d * (0.5f + static_cast<float>(bits() >> 40) * 0x1p-24f); };
+            testing::FillWellFormedBlocks(type, dst + r * rb, rb, bits, scale);
+            continue;
+          }
           for (int64_t i = 0; i < row; ++i)
             buf[i] = lo + (hi - lo) * static_cast<float>(sample::UniformAt(key, r, i));
           quant::QuantizeRow(type, buf.data(), dst + r * rb, row);

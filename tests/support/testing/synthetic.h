@@ -38,6 +38,10 @@ struct SyntheticSpec {
   // When set, each matrix is written in the type `lockstep quantize` would give it under this
   // mix (from the same values: no float file in between, which a 31B model would not fit).
   std::optional<quant::Mix> mix;
+  // Block-quantized matrices get random well-formed blocks (scales of about 1/sqrt(in)/16)
+  // instead of quantized values: far faster (quantizing 26B values to Q6_K/Q4_K takes minutes
+  // even on 16 cores) and just as good for speed benchmarks, which read every byte anyway.
+  bool random_blocks = false;
   int context_length = 4096;
 };
 
