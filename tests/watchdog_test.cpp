@@ -121,9 +121,14 @@ TEST(Watchdog, AHungTestIsNamedWithItsStacksAndAborted) {
   EXPECT_NE(rc, 124) << "the watchdog never fired:\n" << out;
   EXPECT_NE(out.find("watchdog: WatchdogSelf.HangsWhenAsked has run for 2 s"), std::string::npos)
       << out;
-  EXPECT_NE(out.find("WatchdogSelf_HangsWhenAsked_Test::TestBody"), std::string::npos)
-      << "no stack names the hung test:\n"
-      << out;
+  int gdb_rc = 0;
+  testing::RunShell("gdb --version > /dev/null 2>&1", &gdb_rc);
+  if (gdb_rc == 0)
+    EXPECT_NE(out.find("WatchdogSelf_HangsWhenAsked_Test::TestBody"), std::string::npos)
+        << "no stack names the hung test:\n"
+        << out;
+  else
+    std::printf("  gdb is missing here: the report names the test without stacks\n");
   EXPECT_NE(out.find("watchdog: WatchdogSelf.HangsWhenAsked aborted"), std::string::npos) << out;
 }
 
