@@ -11,6 +11,7 @@ ENGINE = "src/engine/engine.cpp"
 STEP = "src/engine/engine_step.cpp"
 FWD = "src/model/forward.cpp"
 SAMPLER = "src/sample/sampler.cpp"
+CLI_COMMON = "src/cli/common.cpp"
 
 # Recomputes y = x . w^T with a scalar sum in reverse element order when x has at least
 # `min_rows` rows: a kernel whose order depends on the batch shape.
@@ -98,6 +99,9 @@ MUTANTS = {
          "  auto consider = [&](int32_t i) {\n"),
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
         "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
+    "compare_exit_always_zero": (CLI_COMMON, [(
+        "plain.begin(), plain.end()) ? 0 : 1;", "plain.begin(), plain.end()) ? 0 : 0;")],
+        "GenerateCli.Compare*", "generate --compare exits 0 when speculative and plain differ"),
 }
 
 

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/common.h"
 #include "core/sha256.h"
 #include "gguf/gguf.h"
 #include "testing/run_cli.h"
@@ -148,6 +149,29 @@ TEST(GenerateCli, AssistantAsTargetIsAClearError) {
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find(p.draft + ": this is a Gemma 4 assistant"), std::string::npos) << out;
   }
+}
+
+// --compare (scripts/demo.sh's check) exits 1 when speculative and plain differ, 0 when equal,
+// on both output paths. The pair never differs (that is the point of lockstep), so the CLI runs
+// show the equal case on the streaming and --json paths and the exit code function they share
+// is held to the unequal case directly.
+TEST(GenerateCli, CompareExitsOneOnlyWhenSpeculativeAndPlainDiffer) {
+  const std::vector<int32_t> a = {5, 6, 7}, b = {5, 6, 8}, shorter = {5, 6};
+  EXPECT_EQ(cli::CompareExitCode(a, a), 0);
+  EXPECT_EQ(cli::CompareExitCode(a, b), 1);
+  EXPECT_EQ(cli::CompareExitCode(a, shorter), 1);
+  EXPECT_EQ(cli::CompareExitCode(shorter, a), 1);
+  const DefaultPair p = Pair();
+  if (!p.present()) GTEST_SKIP() << "no default pair under models/";
+  int rc = 0;
+  const std::string base = fmt::format(
+      "generate -m {} --draft {} -p 'def f(x):' -n 24 --compare --no-hash", p.target, p.draft);
+  const std::string json = RunCommand(base + " --json 2>/dev/null", &rc);
+  EXPECT_EQ(rc, 0) << json;
+  EXPECT_NE(json.find("\"plain_equal\":true"), std::string::npos) << json;
+  const std::string streamed = RunCommand(base, &rc);
+  EXPECT_EQ(rc, 0) << streamed;
+  EXPECT_EQ(streamed.find("DIFFER"), std::string::npos) << streamed;
 }
 
 // Non-finite values are usage errors (they used to run and emit <pad> forever); --seed -1 draws

@@ -22,6 +22,10 @@
 
 namespace lockstep::cli {
 
+int CompareExitCode(std::span<const int32_t> speculative, std::span<const int32_t> plain) {
+  return std::equal(speculative.begin(), speculative.end(), plain.begin(), plain.end()) ? 0 : 1;
+}
+
 int Fail(const Status& s) {
   std::fprintf(stderr, "lockstep: %s\n", s.message().c_str());
   return 1;

@@ -30,6 +30,10 @@ std::string DefaultModelPath(const std::string& role);
 // naming the backends this build and machine have when the named one is not among them.
 Expected<std::unique_ptr<backend::Backend>> CreateBackend(std::string device, int threads);
 
+// `generate --compare`'s exit code, diff's convention: 0 when the speculative and plain token
+// ids are equal, 1 when they differ.
+int CompareExitCode(std::span<const int32_t> speculative, std::span<const int32_t> plain);
+
 // The identity of a run: what produced an output, so two runs can be diffed field by field.
 struct RunRecord {
   std::string command;

@@ -169,8 +169,7 @@ int RunStreaming(const Args& a, LoadedRun& run, const RunRecord& rec,
     auto plain = engine::Generate(*run.target, nullptr, prompt, run.options);
     if (!plain.ok()) return Fail(plain.status());
     j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->result.tokens;
-    // --compare: exit 1 when speculative and plain outputs differ (diff's convention).
-    if (plain->tokens != res->result.tokens) rc = 1;
+    rc = CompareExitCode(res->result.tokens, plain->tokens);
   }
   if (res->interrupted) std::fprintf(stderr, "lockstep: interrupted\n");
   std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
@@ -192,7 +191,7 @@ int RunJson(const Args& a, LoadedRun& run, const RunRecord& rec,
   nlohmann::json j = GenerateJson(rec, Settings(a), prompt, *res, text, true);
   if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->tokens;
   std::printf("%s\n", DumpJson(j).c_str());
-  return plain && plain->tokens != res->tokens ? 1 : 0;
+  return plain ? CompareExitCode(res->tokens, plain->tokens) : 0;
 }
 
 int Run(Args a) {
@@ -206,8 +205,12 @@ int Run(Args a) {
   auto loaded = LoadRun(a.run, a.parallel);
   if (!loaded.ok()) return Fail(loaded.status());
   LoadedRun& run = *loaded;
-  RunRecord rec{"generate",          run.model_path,         a.run.draft,
-                run.backend->name(), run.backend->threads(), !a.run.no_hash,
+  RunRecord rec{"generate",
+                run.model_path,
+                a.run.draft,
+                run.backend->name(),
+                run.backend->threads(),
+                !a.run.no_hash,
                 run.backend->device_name()};
   if (!a.prompts_file.empty())
     return RunMany(a, *run.target, run.proposer.get(), run.tok.get(), rec, run.options);
