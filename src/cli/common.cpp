@@ -22,6 +22,12 @@
 
 namespace lockstep::cli {
 
+void WarnBeyondTrainedContext(int n_ctx, int n_ctx_train) {
+  if (n_ctx > n_ctx_train)
+    std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", n_ctx,
+                 n_ctx_train);
+}
+
 int CompareExitCode(std::span<const int32_t> speculative, std::span<const int32_t> plain) {
   return std::equal(speculative.begin(), speculative.end(), plain.begin(), plain.end()) ? 0 : 1;
 }

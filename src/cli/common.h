@@ -30,6 +30,9 @@ std::string DefaultModelPath(const std::string& role);
 // naming the backends this build and machine have when the named one is not among them.
 Expected<std::unique_ptr<backend::Backend>> CreateBackend(std::string device, int threads);
 
+// Warns on stderr when `n_ctx` positions go beyond the context the model was trained for.
+void WarnBeyondTrainedContext(int n_ctx, int n_ctx_train);
+
 // `generate --compare`'s exit code, diff's convention: 0 when the speculative and plain token
 // ids are equal, 1 when they differ.
 int CompareExitCode(std::span<const int32_t> speculative, std::span<const int32_t> plain);

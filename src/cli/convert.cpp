@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "Gemma4ForConditionalGeneration), gemma4_text, gemma4_assistant (MTP drafter; the centroid\n"
     "head is kept as masked_embd_centroids.weight / masked_embd_ordering).\n"
     "\n"
-    "  -o, --output FILE   output GGUF (written to FILE.tmp, renamed on success)\n"
+    "  -o, --output FILE   output GGUF (written to a unique temporary beside it, renamed on success)\n"
     "  --outtype T         f32 (default), f16 or bf16 for matrices; vectors stay f32\n"
     "  --no-tokenizer      do not add tokenizer.* keys even if tokenizer.json exists\n"
     "  -q, --quiet         no progress bar (drawn only on a terminal) or notes\n";

@@ -233,7 +233,8 @@ int Generate(int argc, char** argv) {
   }
   CLI::App app{
       "Generate tokens with a Gemma 4 model. Output is byte-identical across runs, "
-      "thread counts and speculation settings.",
+      "thread counts and speculation settings. -cnv, -i, --conversation and --interactive (as "
+      "in llama.cpp) run `lockstep chat` with the same options.",
       "lockstep generate"};
   Args a;
   AddOptions(app, a);

@@ -114,10 +114,7 @@ Expected<LoadedRun> LoadRun(RunArgs& a, int max_seqs) {
   r.assistant = std::move(m.assistant);
   r.proposer = std::move(m.proposer);
   LS_RETURN_IF_ERROR(SetOptions(a, r.tok.get(), r.options));
-  const int n_train = r.target->config().n_ctx_train;
-  if (a.ctx > n_train)
-    std::fprintf(stderr, "lockstep: warning: context %d is beyond the model's trained %d\n", a.ctx,
-                 n_train);
+  WarnBeyondTrainedContext(a.ctx, r.target->config().n_ctx_train);
   return r;
 }
 

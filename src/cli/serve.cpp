@@ -14,6 +14,7 @@
 #include "cli/common.h"
 #include "cli/interrupt.h"
 #include "cli/load.h"
+#include "cli/prompt_text.h"
 #include "engine/engine.h"
 #include "kv/kv_cache.h"
 #include "server/server.h"
@@ -31,6 +32,7 @@ struct Args {
 };
 
 void AddOptions(CLI::App& app, Args& a) {
+  app.option_defaults()->always_capture_default();  // --help shows every default
   app.add_option("-m,--model", a.load.model, "target model GGUF (default: the embedded default)");
   app.add_option("--draft,--model-draft,--spec-draft-model", a.load.draft,
                  "Gemma 4 assistant drafter GGUF: speculative decoding (also -md)");
@@ -96,6 +98,7 @@ Expected<engine::Options> EngineOptions(const Args& a, const LoadedModels& m) {
   engine::Options o;
   o.n_seq_max = a.parallel;
   o.n_ctx = a.ctx > 0 ? a.ctx : std::min(8192, std::max(2, m.target->config().n_ctx_train));
+  WarnBeyondTrainedContext(a.ctx, m.target->config().n_ctx_train);
   o.prefill_chunk = a.prefill_chunk;
   o.draft_max = m.proposer ? a.draft_max : 0;
   LS_ASSIGN_OR_RETURN(o.cache_type_k, kv::ParseCacheType(a.cache_type_k));
@@ -193,6 +196,7 @@ int Serve(int argc, char** argv) {
       "alone, whatever else is in flight.",
       "lockstep serve"};
   Args a;
+  a.load.threads = PhysicalCores();  // as generate, chat and lab
   AddOptions(app, a);
   if (const int rc = ParseWithLlamaAliases(app, argc, argv); rc >= 0) return rc;
   return Run(a);
