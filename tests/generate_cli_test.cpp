@@ -144,8 +144,13 @@ TEST(GenerateCli, AssistantAsTargetIsAClearError) {
   const DefaultPair p = Pair();
   if (!p.present()) GTEST_SKIP() << "no default pair under models/";
   int rc = 0;
-  for (const char* cmd : {"generate -m {} -p hi", "lab logprobs -m {} --tokens 2,3,4"}) {
-    const std::string out = RunCommand(fmt::format(fmt::runtime(cmd), p.draft), &rc);
+  // Every command that loads a target fails at load (chat used to fail only at its first
+  // reply, serve only on the first request); a serve that does not fail is stopped at 30 s.
+  for (const char* cmd : {"generate -m {} -p hi", "lab logprobs -m {} --tokens 2,3,4",
+                          "chat -m {} < /dev/null", "serve -m {} --port 0 < /dev/null"}) {
+    const std::string out = testing::RunShell(fmt::format("timeout 30 {} {} 2>&1", LOCKSTEP_BINARY,
+                                                          fmt::format(fmt::runtime(cmd), p.draft)),
+                                              &rc);
     EXPECT_EQ(rc, 1) << out;
     EXPECT_NE(out.find(p.draft + ": this is a Gemma 4 assistant"), std::string::npos) << out;
   }

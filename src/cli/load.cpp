@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.h"
+#include "engine/engine.h"
 
 namespace lockstep::cli {
 
@@ -18,6 +19,7 @@ Expected<LoadedModels> LoadModels(const LoadOptions& opt) {
                  opt.gpu_layers);
   m.model_path = opt.model.empty() ? DefaultModelPath("target") : opt.model;
   LS_ASSIGN_OR_RETURN(m.target, model::Model::Load(m.model_path, *m.backend));
+  LS_RETURN_IF_ERROR(engine::RequireTarget(*m.target));  // every command fails at load
   LS_ASSIGN_OR_RETURN(m.tokenizer, ModelTokenizer(*m.target));
   if (!opt.draft.empty()) {
     LS_ASSIGN_OR_RETURN(m.draft, model::Model::Load(opt.draft, *m.backend));

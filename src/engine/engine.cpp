@@ -19,15 +19,19 @@ Engine::Engine(const model::Model& target, speculative::Proposer* proposer, cons
 
 Engine::~Engine() = default;
 
+Status RequireTarget(const model::Model& target) {
+  if (!target.config().is_assistant()) return Status::Ok();
+  return Status::Errorf(
+      "{}: this is a Gemma 4 assistant (drafter) model, not a target; load a target model and "
+      "pass this file as the drafter (--draft)",
+      target.file().path());
+}
+
 Expected<std::unique_ptr<Engine>> Engine::Create(const model::Model& target,
                                                  speculative::Proposer* proposer,
                                                  const Options& options) {
   Options opt = options;
-  if (target.config().is_assistant())
-    return Status::Errorf(
-        "{}: this is a Gemma 4 assistant (drafter) model, not a target; load a target model and "
-        "pass this file as the drafter (--draft)",
-        target.file().path());
+  LS_RETURN_IF_ERROR(RequireTarget(target));
   if (opt.n_seq_max < 1) return Status::Errorf("engine: n_seq_max {} < 1", opt.n_seq_max);
   if (opt.n_ctx < 2) return Status::Errorf("engine: context {} < 2", opt.n_ctx);
   if (opt.prefill_chunk < 1)

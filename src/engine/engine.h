@@ -71,6 +71,9 @@ using TokenSink = std::function<void(SeqId, int32_t token)>;
 // Called with the logits row that predicts position `pos` for requests with logits_from.
 using LogitsSink = std::function<void(SeqId, int32_t pos, std::span<const float> logits)>;
 
+// An error naming the file when `target` cannot be decoded from (a Gemma 4 assistant drafter).
+Status RequireTarget(const model::Model& target);
+
 class Engine {
  public:
   // `proposer` may be null (no speculation); it must outlive the engine.
