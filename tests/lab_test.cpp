@@ -495,6 +495,12 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   EXPECT_EQ(j["positions"].size(), a.size());
   EXPECT_EQ(j["summary"]["greedy_match"], a.size());
   EXPECT_TRUE(j["identity"].contains("model_sha256"));
+  EXPECT_EQ(j["identity"]["model_sha256"].get<std::string>().size(), 64u);
+  // --no-hash as on generate: the same output, the digest not computed.
+  out = RunCli(fmt::format("lab logprobs -m {} --stream {} --json --no-hash", model, fa), &rc);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_EQ(json::parse(out)["identity"]["model_sha256"], "not computed (--no-hash)");
+  EXPECT_EQ(json::parse(out)["positions"], j["positions"]);
 
   out = RunCli(fmt::format("lab diverge {} {} -m {} --json", fa, fb, model), &rc);
   ASSERT_EQ(rc, 1) << out;  // diff's convention: the streams differ

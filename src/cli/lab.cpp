@@ -36,6 +36,7 @@ struct Common {
   std::string tokens, text, prompt, prompt_tokens;
   int top_k = 5;
   double tie = 0.1;
+  bool no_hash = false;
 };
 
 void AddModel(CLI::App* app, Common& c) {
@@ -46,6 +47,18 @@ void AddModel(CLI::App* app, Common& c) {
                   "backend: cpu (default), cuda, or auto (cuda when a GPU is present)");
   app->add_flag("--json", c.json,
                 "print one JSON object (with the run identity) instead of tables");
+  app->add_flag("--no-hash", c.no_hash,
+                "do not hash the model files for the identity block (as generate's --no-hash)");
+}
+
+// The identity record of a lab command; the model hashes follow --no-hash.
+RunRecord LabRecord(const Common& c, std::string command, std::string model, std::string draft,
+                    std::string backend, int threads, std::string device) {
+  RunRecord rec{std::move(command), std::move(model), std::move(draft), std::move(backend),
+                threads};
+  rec.device = std::move(device);
+  rec.hash_files = !c.no_hash;
+  return rec;
 }
 
 void AddStream(CLI::App* app, Common& c, bool many) {
@@ -139,8 +152,8 @@ int Logprobs(const Common& c, bool only_ties) {
   all.insert(all.end(), s.tokens.begin(), s.tokens.end());
   j["stream"] = {
       {"source", s.source}, {"n_context", s.prompt.size()}, {"n_tokens", s.tokens.size()}};
-  RunRecord rec{"lab logprobs", l->path, "", l->be->name(), l->be->threads()};
-  rec.device = l->be->device_name();
+  RunRecord rec = LabRecord(c, "lab logprobs", l->path, "", l->be->name(), l->be->threads(),
+                            l->be->device_name());
   j["identity"] = IdentityJson(
       rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}, {"context_tokens", s.prompt}},
       all);
@@ -189,7 +202,7 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
   }
   const tokenizer::Tokenizer* tok = l ? l->tok.get() : nullptr;
   json j = lab::DivergeJson(in, tok);
-  RunRecord rec{"lab diverge", l ? l->path : "", "", "cpu", c.threads};
+  RunRecord rec = LabRecord(c, "lab diverge", l ? l->path : "", "", "cpu", c.threads, "");
   j["identity"] = IdentityJson(
       rec, {{"a", in.name_a}, {"b", in.name_b}, {"top_k", c.top_k}, {"tie", c.tie}}, a->tokens);
   Print(c, j, lab::DivergeText(in, tok));
@@ -228,8 +241,8 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
           {s.source, std::filesystem::path(drafts[di]).filename().string(), std::move(*r)});
     }
   json j = lab::AcceptJson(cells);
-  RunRecord rec{"lab accept", l->path, drafts.front(), l->be->name(), l->be->threads()};
-  rec.device = l->be->device_name();
+  RunRecord rec = LabRecord(c, "lab accept", l->path, drafts.front(), l->be->name(),
+                            l->be->threads(), l->be->device_name());
   json settings = {
       {"draft_max", draft_max}, {"draft_p_min", p_min}, {"segment", segment}, {"drafts", drafts}};
   for (const auto& s : *streams) {
@@ -302,8 +315,8 @@ int Probe(const Common& c, const ProbeArgs& p) {
   json j = lab::ProbeJson(*modes, l->tok.get());
   std::vector<int32_t> ref;
   if (!modes->empty() && !modes->front().runs.empty()) ref = modes->front().runs.front().tokens;
-  RunRecord rec{"lab probe", l->path, p.draft, l->be->name(), c.threads};
-  rec.device = l->be->device_name();
+  RunRecord rec =
+      LabRecord(c, "lab probe", l->path, p.draft, l->be->name(), c.threads, l->be->device_name());
   j["identity"] = IdentityJson(rec,
                                {{"n_predict", p.n_predict},
                                 {"width", p.width},
