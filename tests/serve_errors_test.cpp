@@ -241,6 +241,19 @@ TEST_F(ServeLimits, MalformedFloodWhileHealthAnswers) {
                      "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n") == 200;
     }
   }
+  // Nesting 200,000 arrays deep (400 KB, under the default body limit) used to crash the server
+  // in the chat route's recursive copies: deep bodies are refused before parsing (30,000 levels
+  // here, within this server's 64 KiB limit). 64 levels are still served.
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  for (const char* route : {"/v1/chat/completions", "/apply-template", "/v1/completions"}) {
+    const std::string body =
+        R"({"messages": [{"role": "user", "content": "hi"}], "prompt": "x", "tools": )" + deep +
+        "}";
+    EXPECT_EQ(RawRequest(server_->port(), Http(route, body)), 400) << route;
+  }
+  const std::string deepest_served = R"({"prompt": "x", "n_predict": 1, "extra": )" +
+                                     std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_EQ(RawRequest(server_->port(), Http("/completion", deepest_served)), 200);
   // Transport-level abuse: truncated bodies, partial headers, a silent client, bad auth.
   for (int i = 0; i < 10; ++i) {
     const std::string full = Http("/completion", R"({"prompt": "abc", "n_predict": 2})");
@@ -314,6 +327,27 @@ TEST_F(ServeLimits, FullQueueGets429) {
   running.join();
   queued.join();
   EXPECT_TRUE(SlotsIdle(5s));
+  // The gauges follow: they used to keep the last finished request as processing.
+  EXPECT_EQ(Metric("llamacpp:requests_processing"), 0);
+  EXPECT_EQ(Metric("llamacpp:requests_deferred"), 0);
+}
+
+// --max-queue 0: no request waits, but one that finds a free slot is served (every request
+// used to get 429).
+TEST(ServeQueue, NoQueueStillServesFreeSlots) {
+  if (!std::filesystem::exists(ModelPath("target"))) GTEST_SKIP() << "no default model";
+  testing::ServeSetup s;
+  s.model = ModelPath("target");
+  s.parallel = 1;
+  s.config.max_queue = 0;
+  testing::InProcessServer server(s);
+  ASSERT_EQ(server.Start(), "");
+  for (int i = 0; i < 3; ++i) {
+    auto res = server.Client()->Post("/completion", R"({"prompt": "x", "n_predict": 2})",
+                                     "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+  }
 }
 
 // The command itself: --help, a real listening socket on a free port, SIGTERM exits 0.

@@ -60,9 +60,14 @@ std::shared_ptr<RequestStream> Scheduler::Submit(Job job, Refusal* why) {
   stream->job_ = std::move(job);
   {
     std::lock_guard lock(mu_);
-    *why = stopping_                                               ? Refusal::kShuttingDown
-           : queued_.size() >= static_cast<size_t>(opt_.max_queue) ? Refusal::kQueueFull
-                                                                   : Refusal::kNone;
+    // Requests about to take a free slot do not wait: only those beyond the free slots count
+    // against --max-queue (0 used to refuse every request, idle slots or not).
+    const size_t free_slots =
+        static_cast<size_t>(std::count(slots_.begin(), slots_.end(), nullptr));
+    const size_t room = free_slots + static_cast<size_t>(opt_.max_queue);
+    *why = stopping_                ? Refusal::kShuttingDown
+           : queued_.size() >= room ? Refusal::kQueueFull
+                                    : Refusal::kNone;
     if (*why != Refusal::kNone) return nullptr;
     queued_.push_back(stream);
   }
@@ -136,6 +141,9 @@ void Scheduler::Loop() {
     }
     AdmitAndCancel(admit, cancel);
     StepEngine();
+    // Again after the step, which ends requests: the gauges must not keep a finished one.
+    std::lock_guard lock(mu_);
+    metrics_.SetQueue(static_cast<int>(live_.size()), static_cast<int>(queued_.size()));
   }
 }
 
