@@ -26,6 +26,7 @@
 #include "speculative/proposer.h"
 #include "testing/echo_drafter.h"
 #include "testing/models.h"
+#include "core/sha256.h"
 #include "testing/run_cli.h"
 #include "testing/synthetic_assistant.h"
 
@@ -496,6 +497,7 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   EXPECT_EQ(j["summary"]["greedy_match"], a.size());
   EXPECT_TRUE(j["identity"].contains("model_sha256"));
   EXPECT_EQ(j["identity"]["model_sha256"].get<std::string>().size(), 64u);
+  EXPECT_EQ(j["identity"]["prompt_sha256"], IdsSha256(prompt));  // the context, as generate's
   // --no-hash as on generate: the same output, the digest not computed.
   out = RunCli(fmt::format("lab logprobs -m {} --stream {} --json --no-hash", model, fa), &rc);
   ASSERT_EQ(rc, 0) << out;

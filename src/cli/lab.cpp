@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/sha256.h"
 #include "cli/prompt_text.h"
 #include "lab/report.h"
 #include "lab/stream.h"
@@ -157,6 +158,7 @@ int Logprobs(const Common& c, bool only_ties) {
   j["identity"] = IdentityJson(
       rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}, {"context_tokens", s.prompt}},
       all);
+  j["identity"]["prompt_sha256"] = IdsSha256(s.prompt);  // as generate's identity
   Print(c, j, lab::LogprobsText(*rows, l->tok.get(), only_ties));
   return 0;
 }
@@ -252,6 +254,7 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
   std::vector<int32_t> first = streams->front().prompt;
   first.insert(first.end(), streams->front().tokens.begin(), streams->front().tokens.end());
   j["identity"] = IdentityJson(rec, settings, first);
+  j["identity"]["prompt_sha256"] = IdsSha256(streams->front().prompt);
   matrix = matrix || streams->size() > 1 || drafts.size() > 1;
   Print(c, j, lab::AcceptText(cells, matrix));
   return 0;
@@ -326,6 +329,7 @@ int Probe(const Common& c, const ProbeArgs& p) {
                                 {"modes", opt.modes},
                                 {"prompt_tokens", opt.prompt}},
                                ref);
+  j["identity"]["prompt_sha256"] = IdsSha256(opt.prompt);
   Print(c, j, lab::ProbeText(*modes, l->tok.get()));
   // diff's convention: 0 every mode gave one output, 1 some mode gave several, 2 a run failed.
   int rc = 0;
