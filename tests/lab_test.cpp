@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
+#include "core/sha256.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "lab/accept.h"
@@ -26,7 +27,6 @@
 #include "speculative/proposer.h"
 #include "testing/echo_drafter.h"
 #include "testing/models.h"
-#include "core/sha256.h"
 #include "testing/run_cli.h"
 #include "testing/synthetic_assistant.h"
 
@@ -517,6 +517,13 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   j = json::parse(out);
   EXPECT_EQ(j["results"].size(), 1u);
   EXPECT_EQ(j["identity"]["draft_sha256"].get<std::string>().size(), 64u);
+  // llama.cpp's -md and --spec-draft-n-max name the same options.
+  const std::string aliased =
+      RunCli(fmt::format("lab accept -m {} -md {} --spec-draft-n-max 3 --stream {} --json", model,
+                         draft, fa),
+             &rc);
+  ASSERT_EQ(rc, 0) << aliased;
+  EXPECT_EQ(json::parse(aliased)["results"], j["results"]);
   out = RunCli(fmt::format("lab accept -m {} --draft {} --draft {} --stream {} --stream {}", model,
                            draft, draft, fa, fb),
                &rc);

@@ -13,8 +13,8 @@
 #include "backend/backend.h"
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "core/sha256.h"
 #include "cli/prompt_text.h"
+#include "core/sha256.h"
 #include "lab/report.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
@@ -385,8 +385,10 @@ int Lab(int argc, char** argv) {
   auto* ac =
       app.add_subcommand("accept", "forced-stream acceptance of drafters along fixed streams");
   AddModel(ac, c), AddStream(ac, c, true);
-  ac->add_option("--draft", drafts, "assistant drafter GGUF (repeat for several)");
-  ac->add_option("--draft-max", draft_max, "tokens drafted per round")->check(CLI::Range(1, 32));
+  ac->add_option("--draft,--model-draft", drafts,
+                 "assistant drafter GGUF (repeat for several; also -md)");
+  ac->add_option("--draft-max,--spec-draft-n-max", draft_max, "tokens drafted per round")
+      ->check(CLI::Range(1, 32));
   ac->add_option("--draft-p-min", p_min, "stop drafting below this draft probability")
       ->check(FiniteNumber())
       ->check(CLI::Range(0.0f, 1.0f));
@@ -396,7 +398,8 @@ int Lab(int argc, char** argv) {
   auto* pr = app.add_subcommand("probe",
                                 "determinism probe: batch width, duplicates, speculation, threads");
   AddModel(pr, c), AddStream(pr, c, false), AddMargins(pr, c);
-  pr->add_option("--draft", pa.draft, "assistant drafter GGUF: adds the speculation mode");
+  pr->add_option("--draft,--model-draft", pa.draft,
+                 "assistant drafter GGUF: adds the speculation mode");
   pr->add_option("-n,--n-predict", pa.n_predict, "tokens generated per run")
       ->check(CLI::Range(1, 1 << 16));
   pr->add_option("--width", pa.width, "largest batch width")->check(CLI::Range(1, 64));
@@ -412,11 +415,8 @@ int Lab(int argc, char** argv) {
   id->add_option("b", fb, "second run JSON")->required();
   id->add_flag("--json", c.json, "print one JSON object");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // 2: a usage error, as every command
-  }
+  // llama.cpp's names (-md, --spec-draft-n-max, ...) as on generate, chat and serve.
+  if (const int rc = ParseWithLlamaAliases(app, argc, argv); rc >= 0) return rc;
   if (*lp) return Logprobs(c, only_ties);
   if (*dv) return Diverge(c, fa, fb, around);
   if (*ac) return Accept(c, drafts, draft_max, p_min, segment, matrix);
