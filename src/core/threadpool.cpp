@@ -92,16 +92,25 @@ void ThreadPool::Worker(int index) {
                     !stop_.load(std::memory_order_acquire);
          ++i)
       CpuRelax(i);
-    if (generation_.load(std::memory_order_acquire) == seen) {
+    // The job's generation and its part count are read together under the lock the caller
+    // publishes them with. Read apart, a worker could take the generation of one job and the
+    // parts of the next, run the next job's chunks, then run it again as "new" and decrement
+    // pending_ twice: the count then never returned to 0 and the caller waited forever (a CI
+    // hang of ForwardInvariance at 7 threads on 2 cores, caught by the test watchdog).
+    int parts = 0;
+    {
       std::unique_lock<std::mutex> lock(mu_);
       cv_start_.wait(lock, [&] {
         return stop_.load(std::memory_order_acquire) ||
                generation_.load(std::memory_order_acquire) != seen;
       });
+      if (stop_.load(std::memory_order_acquire)) return;
+      seen = generation_.load(std::memory_order_acquire);
+      parts = job_parts_;
     }
-    if (stop_.load(std::memory_order_acquire)) return;
-    seen = generation_.load(std::memory_order_acquire);
-    if (index >= job_parts_) continue;
+    // A worker counted in this job (index < parts) holds the caller in it until it decrements,
+    // so job_, next_ and pending_ stay this job's while it runs.
+    if (index >= parts) continue;
     RunChunks(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       std::lock_guard<std::mutex> lock(mu_);  // pairs with the caller's predicate check
