@@ -45,9 +45,6 @@ std::string Scratch(const std::string& name, const std::string& text) {
   return path.string();
 }
 
-// Runs a shell command line (bounded); stdout only unless it redirects stderr itself.
-std::string Shell(const std::string& cmd, int* rc) { return testing::RunShell(cmd, rc); }
-
 #define REQUIRE_MODELS() \
   if (!fs::exists(Target()) || !fs::exists(Drafter())) GTEST_SKIP() << "no models/"
 
@@ -55,8 +52,8 @@ TEST(GenerateCli, StreamsTokensAsGeneratedAndCtrlCPrintsTimings) {
   REQUIRE_MODELS();
   int out_pipe[2];
   ASSERT_EQ(pipe(out_pipe), 0);
-  const pid_t pid = testing::Spawn({LOCKSTEP_BINARY, "generate", "-m", Target(), "-p", "def f(x):",
-                                    "-n", "4000", "--ignore-eos"},
+  const pid_t pid = testing::Spawn({LOCKSTEP_BINARY, "generate", "-m", Target(), "-p",
+                                    "def f(x):", "-n", "4000", "--ignore-eos"},
                                    out_pipe[1], /*merge_stderr=*/true);
   ASSERT_GE(pid, 0);
   close(out_pipe[1]);
@@ -91,9 +88,9 @@ TEST(GenerateCli, EchoesThePromptUnlessToldNot) {
   int rc = 0;
   const std::string base =
       fmt::format("{} generate -m {} -p 'def f(x):' -n 4", LOCKSTEP_BINARY, Target());
-  const std::string shown = Shell(base + " 2>/dev/null", &rc);
+  const std::string shown = testing::RunShell(base + " 2>/dev/null", &rc);
   EXPECT_EQ(rc, 0);
-  const std::string hidden = Shell(base + " --no-display-prompt 2>/dev/null", &rc);
+  const std::string hidden = testing::RunShell(base + " --no-display-prompt 2>/dev/null", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(shown, "def f(x):" + hidden) << shown;
   EXPECT_NE(hidden.rfind("def f(x):", 0), 0u);
@@ -101,7 +98,7 @@ TEST(GenerateCli, EchoesThePromptUnlessToldNot) {
 
 nlohmann::json PromptJson(const std::string& cmd) {
   int rc = 0;
-  const std::string out = Shell(cmd + " -n 1 --json --no-hash 2>/dev/null", &rc);
+  const std::string out = testing::RunShell(cmd + " -n 1 --json --no-hash 2>/dev/null", &rc);
   EXPECT_EQ(rc, 0) << cmd;
   const auto j = nlohmann::json::parse(out, nullptr, false);
   return j.is_object() ? j["prompt_tokens"] : nlohmann::json();
@@ -161,23 +158,24 @@ TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
 TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {
   REQUIRE_MODELS();
   int rc = 0;
-  const std::string alone = Shell(ChatCmd("hi\\n/exit\\n", "2>/dev/null"), &rc);
+  const std::string alone = testing::RunShell(ChatCmd("hi\\n/exit\\n", "2>/dev/null"), &rc);
   EXPECT_EQ(rc, 0);
-  const std::string reset = Shell(ChatCmd("hello\\n/reset\\nhi\\n/exit\\n", "2>/dev/null"), &rc);
+  const std::string reset =
+      testing::RunShell(ChatCmd("hello\\n/reset\\nhi\\n/exit\\n", "2>/dev/null"), &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(reset, alone);
   EXPECT_TRUE(reset.ends_with(alone)) << reset << "\n---\n" << alone;
   EXPECT_NE(reset.find("(new conversation)"), std::string::npos);
   // The reply is generate's with the same template, streamed after the "> " prompt.
   const std::string gen =
-      Shell(fmt::format("{} generate -m {} --chat --chat-template-file {} -p hi "
-                        "-n 12 --no-display-prompt 2>/dev/null",
-                        LOCKSTEP_BINARY, Target(), Template()),
-            &rc);
+      testing::RunShell(fmt::format("{} generate -m {} --chat --chat-template-file {} -p hi "
+                                    "-n 12 --no-display-prompt 2>/dev/null",
+                                    LOCKSTEP_BINARY, Target(), Template()),
+                        &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_EQ(alone, "> " + gen + "> \n");
   // Without /reset the second turn's prompt holds the first exchange (end of input also quits).
-  const std::string two = Shell(ChatCmd("hello\\nhi\\n", "2>&1 >/dev/null"), &rc);
+  const std::string two = testing::RunShell(ChatCmd("hello\\nhi\\n", "2>&1 >/dev/null"), &rc);
   EXPECT_EQ(rc, 0);
   std::smatch m;
   std::vector<int> prompts;
@@ -192,19 +190,19 @@ TEST(ChatCli, DraftAndLlamaCppAliasesGiveTheSameReplies) {
   REQUIRE_MODELS();
   int rc = 0;
   const std::string input = "def f(x):\\nand g?\\n/exit\\n";
-  const std::string plain = Shell(ChatCmd(input, "2>/dev/null"), &rc);
+  const std::string plain = testing::RunShell(ChatCmd(input, "2>/dev/null"), &rc);
   EXPECT_EQ(rc, 0);
-  EXPECT_EQ(Shell(ChatCmd(input, "--draft " + Drafter() + " 2>/dev/null"), &rc), plain);
+  EXPECT_EQ(testing::RunShell(ChatCmd(input, "--draft " + Drafter() + " 2>/dev/null"), &rc), plain);
   for (const char* alias : {"-cnv", "-i", "--conversation"}) {
     const std::string cmd = fmt::format(
         "printf '{}' | {} generate {} -m {} --chat-template-file {} "
         "-n 12 2>/dev/null",
         input, LOCKSTEP_BINARY, alias, Target(), Template());
-    EXPECT_EQ(Shell(cmd, &rc), plain) << alias;
+    EXPECT_EQ(testing::RunShell(cmd, &rc), plain) << alias;
     EXPECT_EQ(rc, 0);
   }
   // Negative control: another input gives other output, so the equalities above mean something.
-  EXPECT_NE(Shell(ChatCmd("class A:\\n/exit\\n", "2>/dev/null"), &rc), plain);
+  EXPECT_NE(testing::RunShell(ChatCmd("class A:\\n/exit\\n", "2>/dev/null"), &rc), plain);
 }
 
 TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
@@ -212,27 +210,28 @@ TEST(InstallTarget, InstalledLockstepFindsItsModelsFromAnyDirectory) {
   const fs::path prefix = fs::temp_directory_path() / fmt::format("lockstep-prefix.{}", ::getpid());
   fs::remove_all(prefix);
   int rc = 0;
-  const std::string log = Shell(
+  const std::string log = testing::RunShell(
       fmt::format("cmake --install {} --prefix {} 2>&1", LOCKSTEP_BUILD_DIR, prefix.string()), &rc);
   ASSERT_EQ(rc, 0) << log;
   const std::string run = fmt::format(
       "cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 --json "
       "--no-hash 2>&1",
       prefix.string());
-  const std::string out = Shell(run, &rc);
+  const std::string out = testing::RunShell(run, &rc);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"n_generated\":3"), std::string::npos) << out;
   // --draft without a path takes the installed default drafter the same way.
-  const std::string spec = Shell(fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 "
-                                             "--json --no-hash --draft 2>&1",
-                                             prefix.string()),
-                                 &rc);
+  const std::string spec =
+      testing::RunShell(fmt::format("cd / && {}/bin/lockstep generate -p 'def f(x):' -n 3 "
+                                    "--json --no-hash --draft 2>&1",
+                                    prefix.string()),
+                        &rc);
   EXPECT_EQ(rc, 0) << spec;
   EXPECT_NE(spec.find("\"drafted\":"), std::string::npos) << spec;
   EXPECT_EQ(out.find("\"drafted\":"), std::string::npos);
   // Negative control: without the installed models the same command cannot find a model.
   fs::remove_all(prefix / "share" / "lockstep");
-  EXPECT_NE(Shell(run, &rc).find("lockstep-code-target.gguf"), std::string::npos);
+  EXPECT_NE(testing::RunShell(run, &rc).find("lockstep-code-target.gguf"), std::string::npos);
   EXPECT_EQ(rc, 1);
   fs::remove_all(prefix);
 }

@@ -168,8 +168,8 @@ int RunStreaming(const Args& a, LoadedRun& run, const RunRecord& rec,
   if (run.proposer && a.compare && !res->interrupted) {
     auto plain = engine::Generate(*run.target, nullptr, prompt, run.options);
     if (!plain.ok()) return Fail(plain.status());
-    j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->result.tokens;
     rc = CompareExitCode(res->result.tokens, plain->tokens);
+    j["plain"] = TimingsJson(*plain), j["plain_equal"] = rc == 0;
   }
   if (res->interrupted) std::fprintf(stderr, "lockstep: interrupted\n");
   std::fprintf(stderr, "%s\n", SummaryLine(j).c_str());
@@ -189,9 +189,10 @@ int RunJson(const Args& a, LoadedRun& run, const RunRecord& rec,
   }
   const std::string text = run.tok ? run.tok->Decode(res->tokens) : std::string();
   nlohmann::json j = GenerateJson(rec, Settings(a), prompt, *res, text, true);
-  if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = plain->tokens == res->tokens;
+  const int rc = plain ? CompareExitCode(res->tokens, plain->tokens) : 0;
+  if (plain) j["plain"] = TimingsJson(*plain), j["plain_equal"] = rc == 0;
   std::printf("%s\n", DumpJson(j).c_str());
-  return plain ? CompareExitCode(res->tokens, plain->tokens) : 0;
+  return rc;
 }
 
 int Run(Args a) {

@@ -1,6 +1,4 @@
 // DotTile: the run-time choice of the multi-row (tile) kernels for quantized weights.
-#include <algorithm>
-
 #include "core/check.h"
 #include "quant/dot_internal.h"
 #include "quant/quant.h"
@@ -25,30 +23,6 @@ void Run(detail::TileFn f, const void* w, size_t row_bytes, int n_cols, const Pr
   f(static_cast<const uint8_t*>(w), row_bytes, n_cols, x, n_rows, out, out_stride);
 }
 
-// Tile kernels unpack each weight block once per tile of rows (the AVX-512 ones 16 columns at
-// a time, with gathers); below a few rows that costs more than it saves, so fewer rows go through
-// DotCols, row by row with the weight rows in cache across them: the same bits, as every DotTile
-// kernel gives DotRow's. Measured on Q4_K_M d17b prefill, 2 Zen 4 cores (cpu_compare_bench
-// --baseline): AVX-512 tiles won from 16 rows (2 rows: 11 tok/s through them, 52 through
-// DotCols), AVX2 tiles from 4.
-int64_t MinTileRows(Isa isa) {
-  return isa == Isa::kAvx512 ? 16 : 4;
-}
-
-void ColsRowByRow(const void* w, size_t row_bytes, int n_cols, const PreparedRow* x, int64_t n_rows,
-                  float* out, int64_t out_stride) {
-  const void* ws[kMaxDotCols];
-  float cols[kMaxDotCols];
-  for (int c0 = 0; c0 < n_cols; c0 += kMaxDotCols) {
-    const int nc = std::min(kMaxDotCols, n_cols - c0);
-    for (int c = 0; c < nc; ++c) ws[c] = static_cast<const uint8_t*>(w) + (c0 + c) * row_bytes;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      DotCols(ws, nc, x[r], cols);
-      std::copy(cols, cols + nc, out + r * out_stride + c0);
-    }
-  }
-}
-
 }  // namespace
 
 bool HasDotTile(DType t) {
@@ -59,12 +33,17 @@ bool HasDotTileIsa(Isa isa, DType t) {
   return CpuHasIsa(isa) && TileFor(isa, t) != nullptr;
 }
 
+// Tile kernels unpack each weight block once per tile of rows (the AVX-512 ones 16 columns at
+// a time, with gathers); below a few rows that costs more than it saves. Measured on Q4_K_M d17b
+// prefill, 2 Zen 4 cores (cpu_compare_bench --baseline): AVX-512 tiles won from 16 rows (2 rows:
+// 11 tok/s through them, 52 row by row through DotCols), AVX2 tiles from 4.
+int64_t MinDotTileRows() {
+  return CpuIsa() == Isa::kAvx512 ? 16 : 4;
+}
+
 void DotTile(const void* w, size_t row_bytes, int n_cols, const PreparedRow* x, int64_t n_rows,
              float* out, int64_t out_stride) {
-  const Isa isa = CpuIsa();
-  if (n_rows < MinTileRows(isa))
-    return ColsRowByRow(w, row_bytes, n_cols, x, n_rows, out, out_stride);
-  Run(TileFor(isa, x[0].wtype), w, row_bytes, n_cols, x, n_rows, out, out_stride);
+  Run(TileFor(CpuIsa(), x[0].wtype), w, row_bytes, n_cols, x, n_rows, out, out_stride);
 }
 
 void DotTileIsa(Isa isa, const void* w, size_t row_bytes, int n_cols, const PreparedRow* x,

@@ -64,6 +64,9 @@ void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRo
 // be prepared for w's type and length.
 inline constexpr int kMaxTileCols = 16;
 bool HasDotTile(DType t);
+// The fewest rows for which DotTile beats DotCols row by row at this CPU's level (both give the
+// same bits, so a caller may pick either by speed alone).
+int64_t MinDotTileRows();
 void DotTile(const void* w, size_t row_bytes, int n_cols, const PreparedRow* x, int64_t n_rows,
              float* out, int64_t out_stride);
 // The tile kernel of level `isa` (the level itself or the one below without its own): tests

@@ -93,9 +93,9 @@ int64_t TileRowPass(int64_t n) {
 }
 
 // Column blocks [b, e) of y = x · w. `prepared` holds x's rows prepared for w's type (unused,
-// and may be null, for the rows kernel). `tiles`: quantized weights against several rows go
-// through quant::DotTile (each weight block unpacked once per tile of rows) rather than DotCols
-// row by row; both give the same bits.
+// and may be null, for the rows kernel). `tiles`: quantized weights against enough rows for it
+// to pay (quant::MinDotTileRows) go through quant::DotTile (each weight block unpacked once per
+// tile of rows) rather than DotCols row by row; both give the same bits.
 void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* prepared, Tensor* y,
                   int64_t b, int64_t e, float* scratch, bool tiles) {
   const int64_t n_out = w.n_rows(), n_rows = x.rows();
@@ -118,7 +118,7 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
     }
     return;
   }
-  if (tiles && n_rows > 1 && quant::HasDotTile(w.type)) {
+  if (tiles && n_rows >= quant::MinDotTileRows() && quant::HasDotTile(w.type)) {
     static_assert(kBlock <= quant::kMaxTileCols);
     // Rows in passes whose prepared activations stay in L2 while the thread's column blocks
     // go over them (a long prompt's rows would otherwise stream from memory once per block).
