@@ -148,6 +148,7 @@ struct Responder {
 
 void Stream(std::shared_ptr<Responder> r, httplib::Response& res) {
   res.set_header("Cache-Control", "no-cache");
+  ++r->ctx.open_streams;
   res.set_chunked_content_provider(
       "text/event-stream",
       [r](size_t, httplib::DataSink& sink) {
@@ -159,7 +160,10 @@ void Stream(std::shared_ptr<Responder> r, httplib::Response& res) {
         if (over) sink.done();
         return true;
       },
-      [r](bool) { r->gen->Cancel(); });  // no-op when it ended; else the client went away
+      [r](bool) {
+        r->gen->Cancel();  // no-op when it ended; else the client went away
+        --r->ctx.open_streams;
+      });
 }
 
 void Whole(std::shared_ptr<Responder> r, httplib::Response& res) {

@@ -21,6 +21,9 @@ struct Context {
   std::unique_ptr<Scheduler> scheduler;
   std::atomic<int64_t> next_id{1};
   int64_t started_unix = 0;
+  // Event streams whose response has not finished: shutdown lets them write their last event
+  // before it stops the listener (httplib ends chunked responses once it stops running).
+  std::atomic<int> open_streams{0};
 };
 
 // A JSON response; objects carry the run identity so any two responses can be diffed.

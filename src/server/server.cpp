@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "server/context.h"
 
@@ -136,8 +137,13 @@ void Server::Stop() {
     if (impl_->stopped) return;
     impl_->stopped = true;
   }
-  // Running requests end (cancelled) and their handlers return before the listener stops.
+  // Running requests end (cancelled), and their streams write that last event before the
+  // listener stops: httplib cuts a chunked response short once it is stopping (a test saw
+  // streams end without their "cancelled" event). Bounded: a stalled client cannot hold it.
   impl_->ctx.scheduler->Shutdown();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (impl_->ctx.open_streams.load() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   impl_->http.stop();
 }
 
