@@ -1,19 +1,28 @@
 // Decode speed with and without speculation on the CPU: tokens/s for plain decode and for the
-// assistant drafter at K = 1..6, with speedup, acceptance and tokens per target pass. Checks that
-// every speculative run emitted exactly the plain tokens.
-//   spec_bench [target.gguf draft.gguf] [--threads N] [--n N] [--kmax K]
+// assistant drafter at K = 1..6, with speedup, acceptance and tokens per target pass, next to the
+// machine's instruction-set level and measured read bandwidth. Checks that every speculative run
+// emitted exactly the plain tokens.
+//   spec_bench [target.gguf draft.gguf] [--threads N] [--n N] [--kmax K] [--prompts-file F]
 // Without paths: models/lockstep-code-{target,assistant}.gguf when present, else a synthetic
-// MoE target with an echo drafter (written to the temp directory).
+// MoE target with an echo drafter (written to the temp directory). --prompts-file: one JSON
+// array of token ids (or JSON string of text) per line, as `lockstep generate --prompts-file`;
+// default: four Python prompts (a function, a class, a test, a script).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "backend/cpu/cpu_backend.h"
 #include "engine/generate.h"
 #include "model/model.h"
+#include "quant/quant.h"
+#include "read_bandwidth.h"
 #include "testing/synthetic.h"
 #include "testing/synthetic_assistant.h"
 #include "tokenizer/tokenizer.h"
@@ -25,9 +34,9 @@ namespace {
 
 const char* kPrompts[] = {
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
-    "#include <vector>\n\ntemplate <typename T>\nT clamp(T x, T lo, T hi) {\n",
-    "for i in range(10):\n    print(i)\n\nclass Stack:\n    def __init__(self):\n",
-    "int main(int argc, char** argv) {\n  std::vector<int> v;\n  for (int i = 0;",
+    "class Stack:\n    \"\"\"A last-in, first-out stack.\"\"\"\n\n    def __init__(self):\n",
+    "import unittest\n\n\nclass TestParse(unittest.TestCase):\n    def test_empty(self):\n",
+    "import os\nimport sys\n\n\ndef main(argv):\n    parser = argparse.ArgumentParser(",
 };
 
 struct Paths {
@@ -64,6 +73,33 @@ Paths DefaultPaths() {
   return p;
 }
 
+// One prompt per non-empty line: a JSON array of ids or a JSON string of text.
+std::vector<std::vector<int32_t>> PromptsFromFile(const std::string& path,
+                                                  const model::Model& target) {
+  std::ifstream in(path);
+  if (!in) std::fprintf(stderr, "%s: cannot open\n", path.c_str()), std::exit(1);
+  auto tok = tokenizer::Tokenizer::FromGguf(target.file());
+  std::vector<std::vector<int32_t>> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const auto& v) {
+          return v.is_number_integer();
+        })) {
+      out.push_back(j.get<std::vector<int32_t>>());
+    } else if (j.is_string() && tok.ok()) {
+      out.push_back((*tok)->Encode(j.get<std::string>()));
+    } else {
+      std::fprintf(stderr, "%s:%d: expected a JSON array of token ids or a string of text\n",
+                   path.c_str(), n);
+      std::exit(1);
+    }
+  }
+  if (out.empty()) std::fprintf(stderr, "%s: no prompts\n", path.c_str()), std::exit(1);
+  return out;
+}
+
 std::vector<std::vector<int32_t>> Prompts(const model::Model& target) {
   std::vector<std::vector<int32_t>> out;
   auto tok = tokenizer::Tokenizer::FromGguf(target.file());
@@ -85,6 +121,7 @@ std::vector<std::vector<int32_t>> Prompts(const model::Model& target) {
 int main(int argc, char** argv) {
   Paths paths;
   int threads = 2, n_predict = 96, k_max = 6;
+  std::string prompts_file;
   std::vector<std::string> pos;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -94,6 +131,8 @@ int main(int argc, char** argv) {
       n_predict = std::atoi(argv[++i]);
     else if (a == "--kmax" && i + 1 < argc)
       k_max = std::atoi(argv[++i]);
+    else if (a == "--prompts-file" && i + 1 < argc)
+      prompts_file = argv[++i];
     else
       pos.push_back(a);
   }
@@ -106,10 +145,14 @@ int main(int argc, char** argv) {
                  (!target.ok() ? target.status() : draft.status()).message().c_str());
     return 1;
   }
-  const auto prompts = Prompts(**target);
+  const auto prompts =
+      prompts_file.empty() ? Prompts(**target) : PromptsFromFile(prompts_file, **target);
   std::printf("target %s\ndraft  %s%s\nthreads %d, %zu prompts, %d tokens each, greedy\n",
               paths.target.c_str(), paths.draft.c_str(), paths.synthetic ? " (synthetic echo)" : "",
               threads, prompts.size(), n_predict);
+  std::printf("machine: %s kernels, read bandwidth %.1f GB/s at %d threads\n",
+              std::string(quant::IsaName(quant::CpuIsa())).c_str(),
+              ReadBandwidth().Measure(threads) / 1e9, threads);
   engine::GenerateOptions opt;
   opt.n_predict = n_predict;
   // Untimed warm-up (page cache, CPU clocks, worker threads) so plain, measured first, is not

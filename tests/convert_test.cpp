@@ -385,6 +385,32 @@ TEST(HfConfig, OldGlobalHeadKeysResolveLikePerLayerConfig) {
   EXPECT_NE(d.status().message().find("model_type 'llama' is not a Gemma 4"), std::string::npos);
 }
 
+TEST(HfConfig, PerLayerConfigKeysMayBeZeroPadded) {
+  // transformers 5.17 writes per_layer_config keys zero-padded once a model has 10 or more
+  // layers ("05" of 12); lockstep convert refused them until the default pair v3 (12 layers).
+  json cfg = json::parse(std::ifstream(kData / "hf/moe_draft/config.json"));
+  auto plain = ParseHfConfig(cfg, "plain");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  json& plc = cfg["text_config"]["per_layer_config"];
+  json padded = json::object();
+  for (auto it = plc.begin(); it != plc.end(); ++it) padded["0" + it.key()] = it.value();
+  plc = padded;
+  auto a = ParseHfConfig(cfg, "padded");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->head_dim, plain->head_dim);
+  EXPECT_EQ(a->n_kv_head, plain->n_kv_head);
+  // Still refused: one layer under two spellings, signs, non-digits and out-of-range indices.
+  const std::string first = padded.begin().key();
+  const std::vector<std::string> bad_keys = {first.substr(1), "-1", "+1", "1x", "4", ""};
+  for (const std::string& bad : bad_keys) {
+    json c2 = cfg;
+    c2["text_config"]["per_layer_config"][bad] = padded.begin().value();
+    auto r = ParseHfConfig(c2, "bad");
+    ASSERT_FALSE(r.ok()) << "key '" << bad << "' accepted";
+    EXPECT_NE(r.status().message().find("per_layer_config"), std::string::npos);
+  }
+}
+
 TEST(Safetensors, EveryTruncationFailsCleanly) {
   const auto st = ReadAll(kData / "hf/ple_draft/model.safetensors");
   uint64_t hlen;

@@ -39,7 +39,7 @@ TEST(InspectVariant, InspectPrintsIt) {
   const std::string out = testing::RunCli(LOCKSTEP_BINARY, "inspect --no-metadata " + model, &rc);
   if (rc != 0 && out.find("No such file") != std::string::npos) GTEST_SKIP() << "no models/";
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("model config (variant: unknown dense, 6 layers x 320)"), std::string::npos)
+  EXPECT_NE(out.find("model config (variant: unknown dense, 12 layers x 512)"), std::string::npos)
       << out;
 }
 

@@ -93,21 +93,59 @@ def eval_acceptance(target, asst, held_docs, ec, budget_s, log):
             "draft_len": K, "prompt_len": P, "new_tokens": N}
 
 
-@torch.no_grad()
-def completions(target, held_docs, tok_json, ec, out):
+def distinct_ngram_ratio(ids, n=4):
+    """Distinct n-grams over all n-grams of one completion: 1.0 never repeats, a loop is near 0."""
+    grams = [tuple(ids[i:i + n]) for i in range(len(ids) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def function_prompts(held_docs, tok_json, count, length):
+    """Held-out prompts that end right after a `def ...:` line, one per file, each exactly
+    `length` tokens of the file (no <bos>: the window starts mid-file), so they batch unpadded."""
+    import re
     from tokenizers import Tokenizer
     tk = Tokenizer.from_str(json.dumps(tok_json))
-    docs = [d for d in held_docs if len(d) > 200][: ec["completion_prompts"]]
-    res = []
-    for d in docs:
-        ids = torch.tensor([[2] + d[:63]], device="cuda")
-        g = target.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=ec["completion_new_tokens"],
-                            do_sample=False)
-        res.append({"prompt": tk.decode(d[:63]), "completion": tk.decode(g[0, ids.shape[1]:].tolist()),
-                    "reference": tk.decode(d[63:63 + ec["completion_new_tokens"]])})
+    nl = tok_json["model"]["vocab"].get("\n")
+    if nl is None:
+        return []
+    sig = re.compile(r"^\s*def \w+\(.*\)( -> .+)?:$")
+    out = []
+    for k, d in enumerate(held_docs):
+        for j in range(length - 1, len(d) - 1):
+            if d[j] == nl and sig.match(tk.decode(d[max(0, j - 48):j]).split("\n")[-1]):
+                out.append({"file": k, "ids": d[j + 1 - length:j + 1]})
+                break
+        if len(out) == count:
+            break
+    for p in out:
+        p["text"] = tk.decode(p["ids"])
+    return out
+
+
+@torch.no_grad()
+def completions(target, held_docs, tok_json, ec, out):
+    """Greedy completions of held-out function signatures (what the demo shows) and how much
+    they repeat themselves; the prompts are saved for lockstep's own measurements."""
+    from tokenizers import Tokenizer
+    tk = Tokenizer.from_str(json.dumps(tok_json))
+    prompts = function_prompts(held_docs, tok_json, ec["completion_prompts"], ec["completion_prompt_len"])
+    if not prompts:
+        return {"prompts": 0}
+    x = torch.tensor([p["ids"] for p in prompts], device="cuda")
+    g = target.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=ec["completion_new_tokens"],
+                        do_sample=False)[:, x.shape[1]:].tolist()
+    res, ratios = [], []
+    for p, ids in zip(prompts, g):
+        ids = ids[:ids.index(1)] if 1 in ids else ids  # up to <eos>
+        r = distinct_ngram_ratio(ids)
+        ratios.append(r) if r is not None else None
+        res.append({"prompt": p["text"], "completion": tk.decode(ids), "distinct_4gram": r})
     with open(os.path.join(out, "completions.json"), "w") as f:
         json.dump(res, f, indent=1, ensure_ascii=False)
-    return len(res)
+    with open(os.path.join(out, "eval_prompts.json"), "w") as f:
+        json.dump(prompts, f, ensure_ascii=False)
+    return {"prompts": len(res), "new_tokens": ec["completion_new_tokens"],
+            "distinct_4gram_mean": float(np.mean(ratios)) if ratios else None}
 
 
 @torch.no_grad()

@@ -3,7 +3,6 @@ as a tokenizer.json laid out like Gemma's: Gemma 4's special-token names first, 
 byte tokens, then the learned pieces."""
 import json
 
-from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
 
 # Gemma 4's control / user-defined token names (gemma4-arch.md §4); ids here are compact.
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]",
@@ -22,6 +21,7 @@ def _merges_as_pairs(merges):
 
 
 def train(texts, vocab_size, limit_alphabet, max_token_length):
+    from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, trainers
     tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
     tok.normalizer = normalizers.Replace(" ", "▁")
     tok.pre_tokenizer = pre_tokenizers.Split(Regex(LINE_SPLIT), behavior="isolated")
@@ -72,6 +72,7 @@ def build_json(learned_vocab, merges):
 def fast_encoder(tok_json):
     """Same vocabulary and merges, split into newline runs first (faster; identical ids) and
     with no added-token matching, so literal '<bos>' text in source stays ordinary text."""
+    from tokenizers import Tokenizer
     j = json.loads(json.dumps(tok_json))
     j["added_tokens"] = []
     j["post_processor"] = None

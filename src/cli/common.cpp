@@ -143,6 +143,8 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                   {"accepted", r.draft.accepted},
                   {"rate", r.draft.rate()},
                   {"per_position", per},
+                  {"drafted_at", r.draft.drafted_at},
+                  {"accepted_at", r.draft.accepted_at},
                   {"rounds", r.draft.rounds}};
   }
   if (with_identity) {

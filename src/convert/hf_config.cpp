@@ -127,16 +127,22 @@ Status ParseHeads(const Fields& f, HfConfig& c) {
     const json& plc = f.obj()["per_layer_config"];
     if (!plc.is_object())
       return Status::Errorf("{}: expected an object", f.Where("per_layer_config"));
+    std::vector<bool> seen(static_cast<size_t>(c.n_layer), false);
     for (auto it = plc.begin(); it != plc.end(); ++it) {
       const std::string pfx = fmt::format("per_layer_config.{}.", it.key());
-      int64_t il = -1;
-      try {
-        il = std::stoll(it.key());
-      } catch (...) {
-      }
-      if (il < 0 || il >= c.n_layer || std::to_string(il) != it.key() || !it.value().is_object())
+      // Decimal layer indices; transformers 5 pads them ("05" in a 12-layer model) so that
+      // they sort, hence leading zeros are fine, but two keys for one layer are not.
+      const std::string& key = it.key();
+      const bool digits = !key.empty() && key.size() <= 9 &&
+                          key.find_first_not_of("0123456789") == std::string::npos;
+      const int64_t il = digits ? std::stoll(key) : -1;
+      if (il < 0 || il >= c.n_layer || !it.value().is_object())
         return Status::Errorf("{}: key '{}' is not a layer index below {}",
-                              f.Where("per_layer_config"), it.key(), c.n_layer);
+                              f.Where("per_layer_config"), key, c.n_layer);
+      if (seen[static_cast<size_t>(il)])
+        return Status::Errorf("{}: layer {} is given twice (key '{}')", f.Where("per_layer_config"),
+                              il, key);
+      seen[static_cast<size_t>(il)] = true;
       Fields l(it.value(), f.Where("per_layer_config"), pfx);
       for (auto k = it.value().begin(); k != it.value().end(); ++k)
         if (k.key() != "head_dim" && k.key() != "num_key_value_heads")
