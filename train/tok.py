@@ -3,7 +3,6 @@ as a tokenizer.json laid out like Gemma's: Gemma 4's special-token names first, 
 byte tokens, then the learned pieces."""
 import json
 
-
 # Gemma 4's control / user-defined token names (gemma4-arch.md §4); ids here are compact.
 SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]",
             "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
