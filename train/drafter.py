@@ -3,11 +3,10 @@ generation drives it: the target's embedding of the last token and its last hidd
 target's K/V of its last sliding and last full layer shared, stale K/V of rejected drafts
 emulated, several draft steps unrolled at one position, KL to the target's distribution."""
 import json
-import time
 
 import torch
 
-from trainutil import log, lr_at, make_opt, sample_windows
+from trainutil import Schedule, log, make_opt, sample_windows
 
 
 def drafter_masks(T, window, stale, device):
@@ -94,14 +93,9 @@ def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, c
     pos = torch.arange(T, device="cuda")[None, :]
     opt = make_opt(list(asst.named_parameters()), c)
     n_gen = int(B * c["generated_share"]) if gen_pool is not None else 0
-    t_start, step, checked = time.time(), 0, {}
-    while True:
-        progress = (time.time() - t_start) / budget_s
-        if progress >= 1.0 or (steps_cap and step >= steps_cap):
-            break
-        lr = lr_at(step, progress, c)
-        for g in opt.param_groups:
-            g["lr"] = lr
+    sched, checked = Schedule(opt, c, budget_s, steps_cap), {}
+    for lr in sched:
+        step = sched.steps  # 0-based
         S = sample_windows(data, B - n_gen, T, gen)
         if n_gen:
             rows = torch.randint(0, gen_pool.shape[0], (n_gen,), device="cuda", generator=gen)
@@ -128,11 +122,11 @@ def train_assistant(asst, target, data, gen_pool, c, budget_s, steps_cap, gen, c
         torch.nn.utils.clip_grad_norm_(asst.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        step += 1
+        step += 1  # now steps done
         if len(rec) > 1:
-            rec.update(t=round(time.time() - t_start, 2), lr=lr, loss=total.item())
+            rec.update(t=round(sched.elapsed(), 2), lr=lr, loss=total.item())
             curve.append(rec)
             if step % 100 == 0 or step == 1:
                 log("assistant", json.dumps(rec))
     asst.eval()
-    return {"steps": step, "seconds": round(time.time() - t_start, 1), "input_check": checked, "seq_len": T}
+    return {"steps": sched.steps, "seconds": round(sched.elapsed(), 1), "input_check": checked, "seq_len": T}

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import arch  # noqa: E402
 from drafter import train_assistant  # noqa: E402
-from trainutil import T0, log, lr_at, make_opt, sample_windows  # noqa: E402
+from trainutil import T0, Schedule, log, make_opt, sample_windows  # noqa: E402
 import corpus  # noqa: E402
 import tok as tokmod  # noqa: E402
 from evaluate import eval_acceptance, eval_ppl, completions, parity_refs  # noqa: E402
@@ -130,14 +130,8 @@ def train_target(model, data, c, budget_s, steps_cap, gen, curve):
         scalars.append(p)
     opt = make_opt(list(model.named_parameters()), c, extra=scalars)
     V = model.config.vocab_size
-    t_start, step, tokens = time.time(), 0, 0
-    while True:
-        progress = (time.time() - t_start) / budget_s
-        if progress >= 1.0 or (steps_cap and step >= steps_cap):
-            break
-        lr = lr_at(step, progress, c)
-        for g in opt.param_groups:
-            g["lr"] = lr
+    sched, tokens = Schedule(opt, c, budget_s, steps_cap), 0
+    for lr in sched:
         x = sample_windows(data, c["batch"], c["seq_len"] + 1, gen)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = model(input_ids=x[:, :-1], use_cache=False).logits
@@ -146,10 +140,10 @@ def train_target(model, data, c, budget_s, steps_cap, gen, curve):
         gn = torch.nn.utils.clip_grad_norm_(list(model.parameters()) + scalars, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        step += 1
+        step = sched.steps + 1  # steps done, this one included
         tokens += x[:, 1:].numel()
         if step % 10 == 0 or step == 1:
-            rec = {"step": step, "tokens": tokens, "t": round(time.time() - t_start, 2), "loss": loss.item(),
+            rec = {"step": step, "tokens": tokens, "t": round(sched.elapsed(), 2), "loss": loss.item(),
                    "lr": lr, "grad_norm": float(gn)}
             curve.append(rec)
             if step % 100 == 0 or step == 1:
@@ -160,7 +154,7 @@ def train_target(model, data, c, budget_s, steps_cap, gen, curve):
         for layer, p in zip(model.model.layers, scalars):
             layer.layer_scalar.copy_(p.detach())
     model.eval()
-    return {"steps": step, "tokens": tokens, "seconds": round(time.time() - t_start, 1),
+    return {"steps": sched.steps, "tokens": tokens, "seconds": round(sched.elapsed(), 1),
             "layer_scalars": [round(p.item(), 5) for p in scalars]}
 
 

@@ -31,3 +31,27 @@ def make_opt(params_named, c, extra=()):
 def sample_windows(data, n, length, gen):
     starts = torch.randint(0, data.numel() - length - 1, (n,), device=data.device, generator=gen)
     return data[starts[:, None] + torch.arange(length, device=data.device)[None, :]]
+
+
+class Schedule:
+    """The optimizer steps a wall-clock budget allows (at most `steps_cap` when set), each one's
+    learning rate set on `opt` before the loop body runs: `for lr in sched:`; inside the body
+    `sched.steps` is the 0-based index of the step, after the loop the number of steps done."""
+
+    def __init__(self, opt, c, budget_s, steps_cap):
+        self.opt, self.c, self.budget_s, self.steps_cap = opt, c, budget_s, steps_cap
+        self.t_start, self.steps = time.time(), 0
+
+    def elapsed(self):
+        return time.time() - self.t_start
+
+    def __iter__(self):
+        while True:
+            progress = self.elapsed() / self.budget_s
+            if progress >= 1.0 or (self.steps_cap and self.steps >= self.steps_cap):
+                return
+            lr = lr_at(self.steps, progress, self.c)
+            for g in self.opt.param_groups:
+                g["lr"] = lr
+            yield lr
+            self.steps += 1
