@@ -142,6 +142,32 @@ std::string ChatCmd(const std::string& input, const std::string& extra) {
                      LOCKSTEP_BINARY, Target(), Template(), extra);
 }
 
+// llama.cpp's -ctk / -ctv name the KV cache types: the run records them and decodes as with the
+// long flags; an unknown type is a usage error naming the value (exit 2).
+TEST(GenerateCli, LlamaCppCacheTypeFlags) {
+  REQUIRE_MODELS();
+  const auto run = [](const std::string& flags, int* rc) {
+    return testing::RunCli(
+        LOCKSTEP_BINARY,
+        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(), flags),
+        rc);
+  };
+  int rc = -1;
+  const std::string short_out = run("-ctk f16 -ctv bf16", &rc);
+  ASSERT_EQ(rc, 0) << short_out;
+  const std::string long_out = run("--cache-type-k f16 --cache-type-v bf16", &rc);
+  ASSERT_EQ(rc, 0) << long_out;
+  const auto a = nlohmann::json::parse(short_out.substr(short_out.find('{')));
+  const auto b = nlohmann::json::parse(long_out.substr(long_out.find('{')));
+  EXPECT_EQ(a["identity"]["settings"]["cache_type_k"], "f16");
+  EXPECT_EQ(a["identity"]["settings"]["cache_type_v"], "bf16");
+  EXPECT_EQ(a["tokens"], b["tokens"]);
+  EXPECT_EQ(a["identity"]["settings"], b["identity"]["settings"]);
+  const std::string bad = run("-ctk q9", &rc);
+  EXPECT_EQ(rc, 2) << bad;
+  EXPECT_NE(bad.find("q9"), std::string::npos) << bad;
+}
+
 TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
   cli::ThinkingFilter hide(100, 101);
   std::vector<int32_t> shown;

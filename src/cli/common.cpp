@@ -18,6 +18,7 @@
 
 #include "core/sha256.h"
 #include "core/version.h"
+#include "kv/kv_cache.h"
 #include "quant/quant.h"
 
 namespace lockstep::cli {
@@ -218,6 +219,15 @@ CLI::Validator FiniteNumber() {
         return std::isfinite(v) ? std::string() : "must be a finite number, not " + text;
       },
       "FINITE");
+}
+
+CLI::Validator CacheTypeName() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        auto t = kv::ParseCacheType(text);
+        return t.ok() ? std::string() : t.status().message();
+      },
+      "f32|f16|bf16");
 }
 
 uint64_t ResolveSeed(int64_t seed_arg) {

@@ -68,6 +68,8 @@ int ParseWithLlamaAliases(CLI::App& app, int argc, char** argv);
 
 // Rejects NaN and infinities (CLI11's ranges let NaN through: every comparison with it is false).
 CLI::Validator FiniteNumber();
+// A KV cache type name (kv::ParseCacheType's): an unknown one is a usage error at parse time.
+CLI::Validator CacheTypeName();
 // --seed: a value in [0, 2^63), or -1 for a random seed (drawn here, then printed and recorded).
 uint64_t ResolveSeed(int64_t seed_arg);
 

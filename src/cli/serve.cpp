@@ -84,8 +84,10 @@ void AddOptions(CLI::App& app, Args& a) {
   app.add_option("--alias", a.alias, "model name clients see (default: the file name)");
   app.add_option("--chat-template-file", a.chat_template_file,
                  "chat template (Jinja) for /v1/chat/completions instead of the model's own");
-  app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16");
-  app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16");
+  app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16")
+      ->check(CacheTypeName());
+  app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16")
+      ->check(CacheTypeName());
   app.add_option("--prefill-chunk", a.prefill_chunk, "prompt rows a sequence adds per step")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--device", a.load.device, "backend: auto, cpu or cuda");
