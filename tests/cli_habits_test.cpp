@@ -212,6 +212,26 @@ TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {
   EXPECT_GT(prompts[1], prompts[0] + 4) << two;
 }
 
+// --think reaches the template (enable_thinking: the <|think|> switch in the system turn and no
+// empty thought channel in the generation prompt), so the prompt the model sees changes;
+// --hide-thinking only filters what is printed and leaves the prompt alone (the control).
+TEST(ChatCli, ThinkChangesThePromptAndHideThinkingDoesNot) {
+  REQUIRE_MODELS();
+  const auto prompt_tokens = [](const std::string& flags) {
+    int rc = -1;
+    const std::string err =
+        testing::RunShell(ChatCmd("hi\\n/exit\\n", flags + " 2>&1 >/dev/null"), &rc);
+    EXPECT_EQ(rc, 0) << err;
+    std::smatch m;
+    return std::regex_search(err, m, std::regex("lockstep: ([0-9]+) prompt \\+")) ? std::stoi(m[1])
+                                                                                : -1;
+  };
+  const int plain = prompt_tokens("");
+  ASSERT_GT(plain, 0);
+  EXPECT_NE(prompt_tokens("--think"), plain);
+  EXPECT_EQ(prompt_tokens("--hide-thinking"), plain);
+}
+
 TEST(ChatCli, DraftAndLlamaCppAliasesGiveTheSameReplies) {
   REQUIRE_MODELS();
   int rc = 0;
