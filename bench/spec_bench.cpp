@@ -86,9 +86,8 @@ std::vector<std::vector<int32_t>> PromptsFromFile(const std::string& path,
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const auto& v) {
-          return v.is_number_integer();
-        })) {
+    if (j.is_array() && !j.empty() &&
+        std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_number_integer(); })) {
       out.push_back(j.get<std::vector<int32_t>>());
     } else if (j.is_string() && tok.ok()) {
       out.push_back((*tok)->Encode(j.get<std::string>()));
@@ -200,8 +199,8 @@ int main(int argc, char** argv) {
     if (!r.ok()) return std::fprintf(stderr, "%s\n", r.status().message().c_str()), 1;
     ref.push_back(r->tokens);
   }
-  std::printf("%-6s %9s %9s %8s %10s %10s %8s  %s\n", "mode", "tok/s", "plain", "speedup",
-              "accept", "tok/pass", "exact", "accepted per draft position");
+  std::printf("%-6s %9s %9s %8s %10s %10s %8s  %s\n", "mode", "tok/s", "plain", "speedup", "accept",
+              "tok/pass", "exact", "accepted per draft position");
   for (int k = 1; k <= k_max; ++k) {
     auto m = MeasureK(**target, **draft, prompts, ref, opt, k);
     if (!m.ok()) return std::fprintf(stderr, "%s\n", m.status().message().c_str()), 1;
@@ -216,13 +215,13 @@ int main(int argc, char** argv) {
     }
     const double tps = 1000.0 * static_cast<double>(m->tokens) / m->spec_ms;
     const double plain_tps = 1000.0 * static_cast<double>(m->tokens) / m->plain_ms;
-    std::printf("K=%-4d %9.1f %9.1f %7.2fx %10.3f %10.2f %8s  %s\n", k, tps, plain_tps,
-                tps / plain_tps,
-                m->drafted ? static_cast<double>(m->accepted) / static_cast<double>(m->drafted) : 0.0,
-                m->rounds ? static_cast<double>(m->tokens - static_cast<int64_t>(prompts.size())) /
-                                static_cast<double>(m->rounds)
-                          : 0.0,
-                m->exact ? "yes" : "NO", per.c_str());
+    std::printf(
+        "K=%-4d %9.1f %9.1f %7.2fx %10.3f %10.2f %8s  %s\n", k, tps, plain_tps, tps / plain_tps,
+        m->drafted ? static_cast<double>(m->accepted) / static_cast<double>(m->drafted) : 0.0,
+        m->rounds ? static_cast<double>(m->tokens - static_cast<int64_t>(prompts.size())) /
+                        static_cast<double>(m->rounds)
+                  : 0.0,
+        m->exact ? "yes" : "NO", per.c_str());
     if (!m->exact) return 2;
   }
   return 0;

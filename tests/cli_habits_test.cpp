@@ -149,7 +149,8 @@ TEST(GenerateCli, LlamaCppCacheTypeFlags) {
   const auto run = [](const std::string& flags, int* rc) {
     return testing::RunCli(
         LOCKSTEP_BINARY,
-        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(), flags),
+        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(),
+                    flags),
         rc);
   };
   int rc = -1;
@@ -224,7 +225,7 @@ TEST(ChatCli, ThinkChangesThePromptAndHideThinkingDoesNot) {
     EXPECT_EQ(rc, 0) << err;
     std::smatch m;
     return std::regex_search(err, m, std::regex("lockstep: ([0-9]+) prompt \\+")) ? std::stoi(m[1])
-                                                                                : -1;
+                                                                                  : -1;
   };
   const int plain = prompt_tokens("");
   ASSERT_GT(plain, 0);

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -95,6 +96,37 @@ TEST_F(ConvertTest, ReproducesCommittedGgufsByteForByte) {
     EXPECT_EQ(ReadAll(out), want) << name;
     EXPECT_EQ(testing::TempSiblings(out), 0);
   }
+}
+
+// Ctrl-C / SIGTERM set the cancel flag (cli::InterruptGuard); mid-write that leaves neither the
+// output nor a temporary, and an output that existed before is left as it was.
+TEST_F(ConvertTest, CancelMidWriteLeavesNoFileAndNoTemporary) {
+  const fs::path out = tmp_ / "cancelled.gguf";
+  std::ofstream(out) << "previous output";  // what an earlier run left
+  std::atomic<bool> cancel{false};
+  bool tmp_seen = false;
+  ConvertOptions o;
+  o.hf_dir = CopyHf("moe_draft").string();
+  o.out_path = out.string();
+  o.cancel = &cancel;
+  o.progress = [&](uint64_t done, uint64_t total) {
+    if (!cancel && done > 0 && done < total) {
+      tmp_seen = testing::TempSiblings(out) == 1;
+      cancel = true;
+    }
+  };
+  const Status s = ConvertHfToGguf(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("interrupted, not written"), std::string::npos) << s.message();
+  EXPECT_TRUE(tmp_seen);  // control: the temporary really existed mid-write
+  const std::string previous = "previous output";
+  EXPECT_EQ(ReadAll(out), std::vector<uint8_t>(previous.begin(), previous.end()));
+  EXPECT_EQ(testing::TempSiblings(out), 0);
+  // Control: the same conversion without the cancel replaces the file.
+  o.cancel = nullptr;
+  o.progress = nullptr;
+  ASSERT_TRUE(ConvertHfToGguf(o).ok());
+  EXPECT_TRUE(gguf::File::Open(out.string()).ok());
 }
 
 TEST_F(ConvertTest, ChangedWeightChangesOutput) {  // negative control for the byte comparison

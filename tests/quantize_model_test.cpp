@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -353,15 +354,18 @@ int RunCli(const std::string& args, std::string* output) {
   return rc;
 }
 
-// Ctrl-C at any moment: the exit status tells the truth about the output (130: not written and
-// absent; 0: written and valid), and no temporary is left. The interrupt used to arrive after
-// the rename in some runs and report "not written" for a replaced file.
+// Ctrl-C or SIGTERM at any moment: the exit status tells the truth about the output (130: not
+// written and absent; 0: written and valid), and no temporary is left. The interrupt used to arrive
+// after the rename in some runs and report "not written" for a replaced file.
 TEST(QuantizeCli, InterruptAtAnyMomentReportsWhatHappened) {
   const std::string in = WidePath();
   ASSERT_FALSE(in.empty());
   const fs::path out = TmpDir() / "interrupted.gguf";
   int interrupted = 0, written = 0;
-  for (int delay_ms : {5, 20, 40, 80, 150, 300, 600}) {
+  for (int run = 0; run < 14; ++run) {
+    // Ctrl-C and SIGTERM (a service manager, `timeout`) go through the same guard.
+    const int delay_ms = std::vector<int>{5, 20, 40, 80, 150, 300, 600}[run / 2];
+    const int sig = run % 2 ? SIGTERM : SIGINT;
     fs::remove(out);
     const std::string cmd =
         fmt::format("{} quantize {} {} Q4_K_M -q", LOCKSTEP_BINARY, in, out.string());
@@ -372,20 +376,20 @@ TEST(QuantizeCli, InterruptAtAnyMomentReportsWhatHappened) {
       _exit(127);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-    kill(pid, SIGINT);
+    kill(pid, sig);
     int status = 0;
     waitpid(pid, &status, 0);
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-    if (rc == 130 || rc == -SIGINT) {  // -SIGINT: killed before the handler was installed
+    if (rc == 130 || rc == -sig) {  // -sig: killed before the handler was installed
       ++interrupted;
-      EXPECT_FALSE(fs::exists(out)) << "delay " << delay_ms;
+      EXPECT_FALSE(fs::exists(out)) << "delay " << delay_ms << " signal " << sig;
     } else {
-      EXPECT_EQ(rc, 0) << "delay " << delay_ms;
+      EXPECT_EQ(rc, 0) << "delay " << delay_ms << " signal " << sig;
       ++written;
       auto f = gguf::File::Open(out.string());
-      EXPECT_TRUE(f.ok()) << "delay " << delay_ms;
+      EXPECT_TRUE(f.ok()) << "delay " << delay_ms << " signal " << sig;
     }
-    EXPECT_EQ(testing::TempSiblings(out), 0) << "delay " << delay_ms;
+    EXPECT_EQ(testing::TempSiblings(out), 0) << "delay " << delay_ms << " signal " << sig;
   }
   std::printf("  interrupted %d, written %d\n", interrupted, written);
   EXPECT_GT(interrupted, 0);  // the signal did land mid-write sometimes

@@ -140,12 +140,9 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
       per.push_back(r.draft.drafted_at[i]
                         ? static_cast<double>(r.draft.accepted_at[i]) / r.draft.drafted_at[i]
                         : 0.0);
-    j["draft"] = {{"drafted", r.draft.drafted},
-                  {"accepted", r.draft.accepted},
-                  {"rate", r.draft.rate()},
-                  {"per_position", per},
-                  {"drafted_at", r.draft.drafted_at},
-                  {"accepted_at", r.draft.accepted_at},
+    j["draft"] = {{"drafted", r.draft.drafted},       {"accepted", r.draft.accepted},
+                  {"rate", r.draft.rate()},           {"per_position", per},
+                  {"drafted_at", r.draft.drafted_at}, {"accepted_at", r.draft.accepted_at},
                   {"rounds", r.draft.rounds}};
   }
   if (with_identity) {
