@@ -21,6 +21,12 @@ from transformers import Gemma4Config, Gemma4TextConfig
 from transformers import Gemma4ForCausalLM, Gemma4ForConditionalGeneration
 from transformers.models.gemma4_assistant import Gemma4AssistantConfig, Gemma4AssistantForCausalLM
 
+try:  # gemma4_unified (the 12B) came with transformers 5.17
+    from transformers import (Gemma4UnifiedAssistantConfig, Gemma4UnifiedAssistantForCausalLM, Gemma4UnifiedConfig,
+                              Gemma4UnifiedForConditionalGeneration, Gemma4UnifiedTextConfig)
+except ImportError:
+    Gemma4UnifiedTextConfig = None
+
 VOCAB = 512
 SEED = 20260601
 S, F = "sliding_attention", "full_attention"
@@ -55,6 +61,16 @@ TARGETS = {
         intermediate_size=128, attention_k_eq_v=True, num_global_key_value_heads=1)),
 }
 
+# 12B-like (gemma4_unified): no PLE/MoE keys at all, no softcap (None), 12 layers so transformers
+# writes per_layer_config keys zero-padded ("05"), saved as Gemma4UnifiedForConditionalGeneration.
+UNIFIED_TEXT = dict(
+    vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=12,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, global_head_dim=32,
+    num_global_key_value_heads=1, attention_k_eq_v=True, sliding_window=8,
+    max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=True,
+    layer_types=[S, S, S, S, S, F] * 2, hidden_activation="gelu_pytorch_tanh")
+TARGETS["unified"] = dict(kind="unified", cfg=UNIFIED_TEXT)
+
 DRAFTERS = {
     "moe_draft": dict(target="moe", ordered=False, cfg=dict(
         hidden_size=48, intermediate_size=96, num_hidden_layers=4, layer_types=[S, S, S, F],
@@ -63,6 +79,9 @@ DRAFTERS = {
     "ple_draft": dict(target="ple", ordered=True, cfg=dict(
         hidden_size=32, intermediate_size=64, num_hidden_layers=4, layer_types=[S, S, S, F],
         num_attention_heads=2, num_key_value_heads=1)),
+    "unified_draft": dict(target="unified", ordered=False, cfg=dict(
+        hidden_size=48, intermediate_size=96, num_hidden_layers=4, layer_types=[S, S, S, F],
+        num_attention_heads=2)),
 }
 
 
@@ -118,7 +137,7 @@ def run_target(model, ids):
     with torch.no_grad():
         out = model(input_ids=x, use_cache=False, output_hidden_states=True,
                     return_shared_kv_states=True)
-        if tm.hidden_size_per_layer_input:
+        if getattr(tm, "hidden_size_per_layer_input", 0):
             emb = cap["inp_embd"]
             pl = tm.project_per_layer_inputs(emb, tm.get_per_layer_inputs(x, emb))
             cap["inp_per_layer"] = pl.reshape(1, len(ids), -1)
@@ -212,6 +231,12 @@ def dump_drafter(root, name, spec, drafter, target, seqs, log):
 
 
 def build_target(name, spec):
+    if spec["kind"] == "unified":
+        tc = Gemma4UnifiedTextConfig(**spec["cfg"])
+        cfg = Gemma4UnifiedConfig(text_config=tc.to_dict(), vision_config=None, audio_config=None)
+        cfg._attn_implementation = "eager"
+        cfg.text_config._attn_implementation = "eager"
+        return Gemma4UnifiedForConditionalGeneration(cfg)
     tc = Gemma4TextConfig(**spec["cfg"])
     if spec["kind"] == "cond":
         cfg = Gemma4Config(text_config=tc.to_dict(), vision_config=None, audio_config=None)
@@ -226,6 +251,14 @@ def build_target(name, spec):
 
 def build_drafter(spec, target):
     tcfg = text_model_of(target).config
+    if tcfg.model_type == "gemma4_unified_text":  # the same assistant, typed for the unified model
+        c = dict(UNIFIED_TEXT, **spec["cfg"])  # the target's head geometry, the drafter's sizes
+        c.update(sliding_window=tcfg.sliding_window, num_kv_shared_layers=c["num_hidden_layers"])
+        cfg = Gemma4UnifiedAssistantConfig(text_config=c, backbone_hidden_size=tcfg.hidden_size,
+                                           use_ordered_embeddings=spec["ordered"])
+        cfg._attn_implementation = "eager"
+        cfg.text_config._attn_implementation = "eager"
+        return Gemma4UnifiedAssistantForCausalLM(cfg)
     c = text_config(**spec["cfg"])
     c["sliding_window"] = tcfg.sliding_window
     c["num_kv_shared_layers"] = c["num_hidden_layers"]
@@ -252,7 +285,9 @@ def save_and_reload(model, root, name, cls, log):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="", help="comma-separated model names (default: all)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     torch.manual_seed(SEED)
     torch.set_num_threads(min(16, os.cpu_count() or 1))
     logf = open(os.path.join(args.out, "hf_reference.log"), "w")
@@ -268,6 +303,8 @@ def main():
             [2] + [int(t) for t in rng.integers(5, VOCAB, 4)]]
     targets = {}
     for i, (name, spec) in enumerate(TARGETS.items()):
+        if only and name not in only and not any(DRAFTERS[d]["target"] == name for d in only if d in DRAFTERS):
+            continue
         try:
             m = build_target(name, spec)
             randomize(m, SEED + i)
@@ -279,11 +316,13 @@ def main():
         except Exception:
             log(f"{name}: FAILED\n{traceback.format_exc()}")
     for i, (name, spec) in enumerate(DRAFTERS.items()):
+        if only and name not in only:
+            continue
         try:
             target = targets[spec["target"]]
             m = build_drafter(spec, target)
             randomize(m, SEED + 100 + i)
-            m = save_and_reload(m, args.out, name, Gemma4AssistantForCausalLM, log)
+            m = save_and_reload(m, args.out, name, type(m), log)
             dump_drafter(args.out, name, spec, m, target, seqs, log)
         except Exception:
             log(f"{name}: FAILED\n{traceback.format_exc()}")

@@ -87,7 +87,7 @@ std::vector<int64_t> IntArray(const gguf::File& f, const std::string& k) {
 }
 
 TEST_F(ConvertTest, ReproducesCommittedGgufsByteForByte) {
-  for (const std::string name : {"moe_draft", "ple_draft"}) {
+  for (const std::string name : {"moe_draft", "ple_draft", "unified", "unified_draft"}) {
     const fs::path out = tmp_ / (name + ".gguf");
     // The directory's base name becomes general.name, so convert from a same-named copy.
     ASSERT_TRUE(Convert(CopyHf(name), out).ok());
@@ -441,6 +441,33 @@ TEST(HfConfig, PerLayerConfigKeysMayBeZeroPadded) {
     ASSERT_FALSE(r.ok()) << "key '" << bad << "' accepted";
     EXPECT_NE(r.status().message().find("per_layer_config"), std::string::npos);
   }
+}
+
+TEST(HfConfig, UnifiedTypesMapLikeGemma4) {
+  // gemma4_unified (the 12B): no PLE key means no PLE (gemma4's default would be 256), a null
+  // softcap means none, and text attention must stay causal.
+  json cfg = json::parse(std::ifstream(kData / "hf/unified/config.json"));
+  auto u = ParseHfConfig(cfg, "unified");
+  ASSERT_TRUE(u.ok()) << u.status().message();
+  EXPECT_TRUE(u->unified && u->multimodal);
+  EXPECT_EQ(u->arch, "gemma4");
+  EXPECT_EQ(u->tensor_prefix, "model.language_model.");
+  EXPECT_EQ(u->ple_dim, 0);
+  EXPECT_FALSE(u->final_softcap.has_value());
+  json as_gemma4 = cfg;  // control: read as plain gemma4, the absent key means 256
+  as_gemma4["model_type"] = "gemma4";
+  auto g = ParseHfConfig(as_gemma4, "as gemma4");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->ple_dim, 256);
+  json all = cfg;
+  all["text_config"]["use_bidirectional_attention"] = "all";
+  auto b = ParseHfConfig(all, "all");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("use_bidirectional_attention"), std::string::npos)
+      << b.status().message();
+  auto d = ParseHfConfig(json::parse(std::ifstream(kData / "hf/unified_draft/config.json")), "d");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->assistant() && d->unified && !d->multimodal);
 }
 
 TEST(Safetensors, EveryTruncationFailsCleanly) {

@@ -160,6 +160,11 @@ TEST(DrafterParity, CentroidHeadPleTarget) {
   for (int t : {1, 2}) CheckPair("ple_draft", t);
 }
 
+// gemma4_unified_assistant on a gemma4_unified (12B-like) target: 12 layers, no softcap.
+TEST(DrafterParity, UnifiedAssistantUnifiedTarget) {
+  for (int t : {1, 2}) CheckPair("unified_draft", t);
+}
+
 // Negative control: the same comparison with the query one position early (what an off-by-one
 // in the position convention would do) must leave the bound by far.
 TEST(DrafterParity, ShiftedPositionIsDetected) {

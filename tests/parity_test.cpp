@@ -105,11 +105,12 @@ std::string CaseName(const ::testing::TestParamInfo<ParityCase>& p) {
 }
 INSTANTIATE_TEST_SUITE_P(TinyModels, TargetParity,
                          ::testing::Values(ParityCase{"dense", "cpu"}, ParityCase{"moe", "cpu"},
-                                           ParityCase{"ple", "cpu"}),
+                                           ParityCase{"ple", "cpu"}, ParityCase{"unified", "cpu"}),
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(CudaTinyModels, TargetParity,
                          ::testing::Values(ParityCase{"dense", "cuda"}, ParityCase{"moe", "cuda"},
-                                           ParityCase{"ple", "cuda"}),
+                                           ParityCase{"ple", "cuda"},
+                                           ParityCase{"unified", "cuda"}),
                          CaseName);
 
 // Negative control: the same comparison flags a forward pass that ignores the layer scalar.

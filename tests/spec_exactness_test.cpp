@@ -169,7 +169,7 @@ TEST(SpecExactness, SyntheticPairsGreedyAndSampled) {
 TEST(SpecExactness, TinyParityPairs) {
   const fs::path root = fs::path(LOCKSTEP_SOURCE_DIR) / "testdata" / "parity";
   int pairs = 0;
-  for (const char* name : {"moe", "ple"}) {
+  for (const char* name : {"moe", "ple", "unified"}) {
     const Pair p{
         (root / name / (std::string(name) + ".gguf")).string(),
         (root / (std::string(name) + "_draft") / (std::string(name) + "_draft.gguf")).string()};

@@ -18,9 +18,11 @@ constexpr const char* kUsage =
     "model.safetensors.index.json, optional tokenizer.json/tokenizer_config.json) to GGUF with\n"
     "llama.cpp's tensor names and metadata. Supported model_type: gemma4 (text part of\n"
     "Gemma4ForConditionalGeneration), gemma4_text, gemma4_assistant (MTP drafter; the centroid\n"
-    "head is kept as masked_embd_centroids.weight / masked_embd_ordering).\n"
+    "head is kept as masked_embd_centroids.weight / masked_embd_ordering), and the 12B's\n"
+    "gemma4_unified, gemma4_unified_text and gemma4_unified_assistant.\n"
     "\n"
-    "  -o, --output FILE   output GGUF (written to a unique temporary beside it, renamed on success)\n"
+    "  -o, --output FILE   output GGUF (written to a unique temporary beside it, renamed on "
+    "success)\n"
     "  --outtype T         f32 (default), f16 or bf16 for matrices; vectors stay f32\n"
     "  --no-tokenizer      do not add tokenizer.* keys even if tokenizer.json exists\n"
     "  -q, --quiet         no progress bar (drawn only on a terminal) or notes\n";

@@ -221,8 +221,14 @@ Status ParseText(const Fields& f, HfConfig& c) {
   LS_RETURN_IF_ERROR(ParseHeads(f, c));
   LS_RETURN_IF_ERROR(ParseFfn(f, c));
   LS_RETURN_IF_ERROR(ParseRope(f, c));
-  LS_ASSIGN_OR_RETURN(c.ple_dim,
-                      f.Int("hidden_size_per_layer_input", 256));  // transformers' default
+  // transformers' default; gemma4_unified has no such key (no per-layer embeddings).
+  LS_ASSIGN_OR_RETURN(c.ple_dim, f.Int("hidden_size_per_layer_input", c.unified ? 0 : 256));
+  LS_ASSIGN_OR_RETURN(const std::string bidi, f.Str("use_bidirectional_attention", "vision"));
+  if (bidi == "all")  // "vision" keeps text tokens causal: text-only inference is unchanged
+    return Status::Errorf(
+        "{} = \"all\": bidirectional attention over text tokens is not supported (only causal "
+        "text, as with \"vision\")",
+        f.Where("use_bidirectional_attention"));
   if (c.ple_dim > 0) {
     LS_ASSIGN_OR_RETURN(c.ple_vocab, f.Int("vocab_size_per_layer_input", 262144));
   }
@@ -247,20 +253,26 @@ Expected<HfConfig> ParseHfConfig(const json& root, const std::string& path) {
   LS_ASSIGN_OR_RETURN(c.model_type, top.Str("model_type", ""));
   const json* text = &root;
   std::string prefix;
-  if (c.model_type == "gemma4" || c.model_type == "gemma4_assistant") {
+  // gemma4_unified_* (the 12B) are the gemma4 types with the same tensor names.
+  constexpr std::string_view kUnified = "gemma4_unified";
+  c.unified = c.model_type.starts_with(kUnified);
+  const std::string base =
+      c.unified ? "gemma4" + c.model_type.substr(kUnified.size()) : c.model_type;
+  if (base == "gemma4" || base == "gemma4_assistant") {
     if (!root.contains("text_config") || !root["text_config"].is_object())
       return Status::Errorf("{}: missing object 'text_config' (model_type {})", path, c.model_type);
     text = &root["text_config"];
     prefix = "text_config.";
-    c.arch = c.model_type == "gemma4" ? "gemma4" : "gemma4-assistant";
-    c.tensor_prefix = c.model_type == "gemma4" ? "model.language_model." : "model.";
-  } else if (c.model_type == "gemma4_text") {
+    c.multimodal = base == "gemma4";
+    c.arch = c.multimodal ? "gemma4" : "gemma4-assistant";
+    c.tensor_prefix = c.multimodal ? "model.language_model." : "model.";
+  } else if (base == "gemma4_text") {
     c.arch = "gemma4";
     c.tensor_prefix = "model.";
   } else {
     return Status::Errorf(
-        "{}: model_type '{}' is not a Gemma 4 text model (expected gemma4, gemma4_text or "
-        "gemma4_assistant)",
+        "{}: model_type '{}' is not a Gemma 4 text model (expected gemma4, gemma4_text, "
+        "gemma4_assistant or their gemma4_unified forms)",
         path, c.model_type);
   }
   Fields f(*text, path, prefix);

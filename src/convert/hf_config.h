@@ -13,10 +13,14 @@
 namespace lockstep::convert {
 
 struct HfConfig {
-  std::string model_type;     // gemma4, gemma4_text or gemma4_assistant
+  std::string model_type;     // gemma4, gemma4_text, gemma4_assistant or their gemma4_unified_*
   std::string arch;           // GGUF general.architecture: "gemma4" or "gemma4-assistant"
   std::string tensor_prefix;  // "model." or "model.language_model."
   bool assistant() const { return arch == "gemma4-assistant"; }
+  // gemma4_unified (the 12B): the same text model without PLE/MoE keys, no softcap by default.
+  bool unified = false;
+  // A multimodal checkpoint (gemma4, gemma4_unified): vision/audio tensors are skipped.
+  bool multimodal = false;
 
   int64_t vocab = 0, hidden = 0, n_layer = 0, n_head = 0, ctx = 0, sliding_window = 0;
   double rms_eps = 0;

@@ -290,8 +290,7 @@ Expected<std::vector<PlannedTensor>> PlanTensors(const HfConfig& c, const Checkp
   for (const auto& [name, t] : ck.tensors()) {
     if (used.count(name)) continue;
     bool skip = false;
-    for (const char* s : kSkipped)
-      skip = skip || (c.model_type == "gemma4" && name.rfind(s, 0) == 0);
+    for (const char* s : kSkipped) skip = skip || (c.multimodal && name.rfind(s, 0) == 0);
     if (!skip)
       return Status::Errorf(
           "{}: unknown tensor '{}' for model_type {} (not in the Gemma 4 name table)", t->file,
