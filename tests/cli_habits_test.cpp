@@ -13,6 +13,7 @@
 #include <fstream>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -167,6 +168,52 @@ TEST(GenerateCli, LlamaCppCacheTypeFlags) {
   const std::string bad = run("-ctk q9", &rc);
   EXPECT_EQ(rc, 2) << bad;
   EXPECT_NE(bad.find("q9"), std::string::npos) << bad;
+}
+
+// One exit-code convention: a usage error (no or unknown command, unknown flag) is 2 in every
+// command and lab subcommand, with the usage or the error on stderr; --help is 0.
+TEST(Cli, UsageErrorsExitTwoInEveryCommand) {
+  const std::vector<std::string> commands = {
+      "generate",         "chat",     "serve",        "inspect",     "tokenize",   "detokenize",
+      "convert",          "quantize", "lab logprobs", "lab diverge", "lab accept", "lab probe",
+      "lab identity-diff"};
+  int rc = -1;
+  for (const std::string& bad : {std::string(""), std::string("nosuchcommand"), std::string("lab"),
+                                 std::string("lab nosuchexperiment")}) {
+    const std::string out = testing::RunCli(LOCKSTEP_BINARY, bad + " </dev/null", &rc);
+    EXPECT_EQ(rc, 2) << "'" << bad << "': " << out;
+    EXPECT_FALSE(out.empty()) << "'" << bad << "' printed nothing";
+  }
+  for (const std::string& cmd : commands) {
+    const std::string out = testing::RunCli(LOCKSTEP_BINARY, cmd + " --bogus-flag </dev/null", &rc);
+    EXPECT_EQ(rc, 2) << cmd << ": " << out;
+    EXPECT_FALSE(out.empty()) << cmd << " printed nothing";
+    testing::RunCli(LOCKSTEP_BINARY, cmd + " --help", &rc);
+    EXPECT_EQ(rc, 0) << cmd << " --help";  // control: the command itself parses
+  }
+}
+
+// --top-p, --min-p and --repeat-penalty through the CLI keep speculative output equal to plain
+// (sampled, seeded); control: the filters change the output, so the equality is not vacuous.
+TEST(GenerateCli, SamplingFiltersKeepSpeculationExact) {
+  REQUIRE_MODELS();
+  const auto tokens = [](const std::string& flags) {
+    int rc = -1;
+    const std::string out = testing::RunCli(
+        LOCKSTEP_BINARY,
+        fmt::format("generate -m {} -p 'def f(x):' -n 24 --temp 0.9 --seed 7 --json --no-hash {}",
+                    Target(), flags),
+        &rc);
+    EXPECT_EQ(rc, 0) << flags << ": " << out;
+    const auto at = out.find('{');
+    return at == std::string::npos ? nlohmann::json()
+                                   : nlohmann::json::parse(out.substr(at))["tokens"];
+  };
+  const std::string filters = "--top-p 0.9 --min-p 0.05 --repeat-penalty 1.3";
+  const auto plain = tokens(filters);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(tokens(filters + " --draft " + Drafter() + " --draft-max 3"), plain);
+  EXPECT_NE(tokens(""), plain);
 }
 
 TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {

@@ -134,6 +134,12 @@ TEST(GenerateCli, JsonWithInvalidUtf8NeverAborts) {
     EXPECT_LT(rc, 2) << args << "\n" << out;  // diverge: 1 = the streams differ
     const auto lines = JsonLines(out);
     EXPECT_EQ(lines.size(), 1u) << args << "\n" << out;
+    // A lone byte token's piece is replaced, never emitted raw; its id keeps the exact byte.
+    if (args.starts_with("lab logprobs") && lines.size() == 1) {
+      const auto& pos = lines[0]["positions"][0];
+      EXPECT_EQ(pos["token"], 255);
+      EXPECT_EQ(pos["piece"], "\xEF\xBF\xBD") << pos.dump();
+    }
   }
   fs::remove(a);
   fs::remove(b);

@@ -509,6 +509,7 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   j = json::parse(out);
   EXPECT_EQ(j["index"], 4);
   EXPECT_EQ(j["fork"]["a"]["rank"], 1);
+  EXPECT_EQ(j["identity"]["prompt_sha256"], IdsSha256(prompt));  // the streams' context
   const std::string fd = WriteFile("lab-diverge.json", out);
 
   out =
@@ -537,6 +538,7 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
   ASSERT_EQ(rc, 0) << out;
   j = json::parse(out);
   for (const auto& m : j["modes"]) EXPECT_EQ(m["unique_outputs"], 1) << m.dump();
+  EXPECT_EQ(j["identity"]["prompt_sha256"], IdsSha256(std::vector<int32_t>{3, 4, 5}));
 
   out = RunCli(fmt::format("lab identity-diff {} {} --json", fa, fd), &rc);
   ASSERT_EQ(rc, 1) << out;
@@ -548,6 +550,9 @@ TEST(LabCli, CommandsProduceJsonWithIdentity) {
 
   out = RunCli(fmt::format("lab diverge {} /nonexistent.json", fa), &rc);
   EXPECT_EQ(rc, 2);
+  EXPECT_NE(out.find("/nonexistent.json"), std::string::npos) << out;
+  out = RunCli(fmt::format("lab identity-diff {} /nonexistent.json", fa), &rc);
+  EXPECT_EQ(rc, 2) << out;  // an error, not "different"
   EXPECT_NE(out.find("/nonexistent.json"), std::string::npos) << out;
   // Asked for by name without a drafter, the speculation mode is an error (it printed an empty
   // table before).

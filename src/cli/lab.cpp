@@ -185,13 +185,15 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
                        around};
   std::optional<Loaded> l;
   std::optional<lab::ForkAnalysis> fork;
+  std::vector<int32_t> context = !a->prompt.empty() ? a->prompt : b->prompt;
   if (!c.model.empty()) {
     auto loaded = LoadTarget(c);
     if (!loaded.ok()) return FailDiff(loaded.status());
     l = std::move(*loaded);
     auto ctx = Context(c, l->tok.get());
     if (!ctx.ok()) return FailDiff(ctx.status());
-    if (ctx->empty()) *ctx = !a->prompt.empty() ? a->prompt : b->prompt;
+    if (ctx->empty()) *ctx = context;
+    context = *ctx;
     if (!in.d.identical) {
       auto f = lab::AnalyzeFork(*l->model, *ctx, a->tokens, b->tokens, in.d, {c.top_k, c.tie});
       if (f.ok())
@@ -207,6 +209,7 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
   RunRecord rec = LabRecord(c, "lab diverge", l ? l->path : "", "", "cpu", c.threads, "");
   j["identity"] = IdentityJson(
       rec, {{"a", in.name_a}, {"b", in.name_b}, {"top_k", c.top_k}, {"tie", c.tie}}, a->tokens);
+  j["identity"]["prompt_sha256"] = IdsSha256(context);  // the context before the streams
   Print(c, j, lab::DivergeText(in, tok));
   return in.d.identical ? 0 : 1;
 }

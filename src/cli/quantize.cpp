@@ -21,7 +21,7 @@ constexpr const char* kUsage =
     "The output is written to a temporary file next to OUT.gguf and renamed on success; Ctrl-C\n"
     "removes it.\n"
     "\n"
-    "  --threads N   rows quantized in parallel (the output bytes do not depend on N)\n"
+    "  --threads N   rows quantized in parallel (default 1; the output bytes do not depend on N)\n"
     "  -q, --quiet   no progress bar (drawn only when stderr is a terminal)\n";
 
 void DrawProgress(const quant::QuantizeProgress& p) {

@@ -57,9 +57,9 @@ void AddRunOptions(CLI::App& app, RunArgs& a) {
   app.add_flag("--fixed-draft", a.fixed_draft,
                "always draft --draft-max tokens (default: adapt K to acceptance; never changes "
                "the output)");
-  app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16")
+  app.add_option("--cache-type-k", a.cache_type_k, "KV cache type for K: f32, f16, bf16 (-ctk)")
       ->check(CacheTypeName());
-  app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16")
+  app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16 (-ctv)")
       ->check(CacheTypeName());
   app.add_option("--device", a.device,
                  "backend: auto (cuda when a GPU is present, else cpu), cpu or cuda");
