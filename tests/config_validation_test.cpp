@@ -19,9 +19,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The dense fixture with one metadata value replaced.
-std::string WithKey(const std::string& key, const gguf::Value& value) {
-  auto src = gguf::File::Open(testing::SyntheticPath("dense", testing::DenseSpec()));
+// A fixture (the dense one unless named) with one metadata value replaced.
+std::string WithKey(const std::string& key, const gguf::Value& value,
+                    const std::string& fixture = testing::SyntheticPath("dense",
+                                                                        testing::DenseSpec())) {
+  auto src = gguf::File::Open(fixture);
   CHECK(src.ok());
   gguf::Writer w;
   for (const auto& [k, v] : (*src)->metadata()) w.Set(k, v);
@@ -65,6 +67,41 @@ TEST(ConfigValidation, OutOfRangeValuesAreRefusedNamingKeyAndValue) {
   }
   // Control: the unmodified fixture loads.
   EXPECT_TRUE(model::Model::Load(testing::SyntheticPath("dense", testing::DenseSpec()), be).ok());
+}
+
+// Values that are each in range but inconsistent with the rest of the config (a division or a
+// layer layout they break) are refused too, with the file and the numbers at fault.
+TEST(ConfigValidation, InconsistentValuesAreRefused) {
+  struct Case {
+    std::string fixture;
+    const char* key;
+    gguf::Value value;
+    const char* expect;
+  };
+  const std::string dense = testing::SyntheticPath("dense", testing::DenseSpec());
+  const std::string moe = testing::SyntheticPath("moe", testing::MoeSpec());
+  const Case cases[] = {
+      {dense, "gemma4.attention.head_count_kv", gguf::Value::U32(3), "cannot share 3 kv heads"},
+      {dense, "gemma4.rope.dimension_count", gguf::Value::U32(7), "rope dimension count 7"},
+      {dense, "gemma4.rope.dimension_count_swa", gguf::Value::U32(4096),
+       "rope dimension count 4096"},
+      {dense, "gemma4.attention.value_length", gguf::Value::U32(8), "value"},
+      {dense, "gemma4.attention.sliding_window", gguf::Value::U32(0),
+       "sliding but attention.sliding_window is 0"},
+      {moe, "gemma4.expert_used_count", gguf::Value::U32(99), "expert_used_count"},
+  };
+  backend::CpuBackend be(1);
+  for (const Case& c : cases) {
+    const std::string path = WithKey(c.key, c.value, c.fixture);
+    auto m = model::Model::Load(path, be);
+    ASSERT_FALSE(m.ok()) << c.key;
+    const std::string msg = m.status().message();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.key << ": " << msg;
+    fs::remove(path);
+  }
+  // Control: the unmodified MoE fixture loads (the dense one is checked above).
+  EXPECT_TRUE(model::Model::Load(moe, be).ok());
 }
 
 }  // namespace
