@@ -286,6 +286,22 @@ TEST(LabProbe, DifferingRunsAreCountedAndTheForkIsScored) {
   EXPECT_EQ(mode.fork->kind, lab::ForkKind::kNearTie);  // threshold 1e9: any top-2 flip
 }
 
+// `lab probe`'s exit status: 0 when every mode agrees, 1 when one gave several outputs, 2 when
+// a run failed, even if another mode also differed.
+TEST(LabProbe, ExitCodeFollowsDiffsConvention) {
+  const auto mode = [](int unique, bool failed) {
+    lab::ProbeMode m;
+    m.unique = unique;
+    m.runs = {{"a", {1, 2}, ""}, {"b", {}, failed ? "out of memory" : ""}};
+    return m;
+  };
+  EXPECT_EQ(lab::ProbeExitCode(std::vector<lab::ProbeMode>{}), 0);
+  EXPECT_EQ(lab::ProbeExitCode(std::vector{mode(1, false), mode(1, false)}), 0);
+  EXPECT_EQ(lab::ProbeExitCode(std::vector{mode(1, false), mode(2, false)}), 1);
+  EXPECT_EQ(lab::ProbeExitCode(std::vector{mode(1, true), mode(1, false)}), 2);
+  EXPECT_EQ(lab::ProbeExitCode(std::vector{mode(2, false), mode(1, true)}), 2);
+}
+
 // ---- forced-stream acceptance ------------------------------------------------------------
 
 struct Pair {

@@ -334,14 +334,7 @@ int Probe(const Common& c, const ProbeArgs& p) {
                                ref);
   j["identity"]["prompt_sha256"] = IdsSha256(opt.prompt);
   Print(c, j, lab::ProbeText(*modes, l->tok.get()));
-  // diff's convention: 0 every mode gave one output, 1 some mode gave several, 2 a run failed.
-  int rc = 0;
-  for (const auto& m : *modes) {
-    for (const auto& r : m.runs)
-      if (!r.error.empty()) rc = 2;
-    if (m.unique > 1 && rc == 0) rc = 1;
-  }
-  return rc;
+  return lab::ProbeExitCode(*modes);
 }
 
 int IdentityDiff(const Common& c, const std::string& fa, const std::string& fb) {

@@ -181,4 +181,14 @@ Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt) {
   return modes;
 }
 
+int ProbeExitCode(std::span<const ProbeMode> modes) {
+  int rc = 0;
+  for (const ProbeMode& m : modes) {
+    for (const ProbeRun& r : m.runs)
+      if (!r.error.empty()) return 2;
+    if (m.unique > 1) rc = 1;
+  }
+  return rc;
+}
+
 }  // namespace lockstep::lab

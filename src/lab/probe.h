@@ -56,4 +56,8 @@ Expected<std::vector<ProbeMode>> RunProbe(const ProbeOptions& opt);
 void SummarizeMode(const model::Model& model, std::span<const int32_t> prompt,
                    const AnalyzeOptions& analyze, ProbeMode* mode);
 
+// diff's convention for `lab probe`: 0 every mode gave one output, 1 some mode gave several,
+// 2 a run failed (whatever else happened).
+int ProbeExitCode(std::span<const ProbeMode> modes);
+
 }  // namespace lockstep::lab
