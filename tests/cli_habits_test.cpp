@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -214,6 +215,23 @@ TEST(GenerateCli, SamplingFiltersKeepSpeculationExact) {
   ASSERT_FALSE(plain.empty());
   EXPECT_EQ(tokens(filters + " --draft " + Drafter() + " --draft-max 3"), plain);
   EXPECT_NE(tokens(""), plain);
+}
+
+// -t's default counts cores, not hardware threads: 2 packages x 2 cores x 2 SMT threads is 4
+// (core ids repeat across packages); a cpuinfo without core ids falls back.
+TEST(GenerateCli, PhysicalCoresCountsCoresPerPackageNotThreads) {
+  std::string cpuinfo;
+  for (int package = 0; package < 2; ++package)
+    for (int core = 0; core < 2; ++core)
+      for (int smt = 0; smt < 2; ++smt)
+        cpuinfo += fmt::format("processor\t: {}\nphysical id\t: {}\ncore id\t\t: {}\n\n",
+                               package * 4 + core * 2 + smt, package, core);
+  std::istringstream two_packages(cpuinfo);
+  EXPECT_EQ(cli::PhysicalCoresFromCpuinfo(two_packages, 8), 4);
+  std::istringstream no_ids("processor\t: 0\nprocessor\t: 1\n");
+  EXPECT_EQ(cli::PhysicalCoresFromCpuinfo(no_ids, 2), 2);
+  std::istringstream empty("");
+  EXPECT_EQ(cli::PhysicalCoresFromCpuinfo(empty, 0), 1);
 }
 
 TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -75,20 +76,22 @@ Expected<std::string> ReadPrompt(const std::string& prompt_arg, const std::strin
   return ss.str();
 }
 
-int PhysicalCores() {
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::pair<std::string, std::string>> cores;
+int PhysicalCoresFromCpuinfo(std::istream& cpuinfo, int fallback) {
+  std::set<std::pair<std::string, std::string>> cores;  // (physical id, core id)
   std::string line, package = "0";
-  while (std::getline(in, line)) {
+  while (std::getline(cpuinfo, line)) {
     const size_t colon = line.find(':');
     if (colon == std::string::npos) continue;
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (line.rfind("physical id", 0) == 0) package = value;
     if (line.rfind("core id", 0) == 0) cores.emplace(package, value);
   }
-  if (!cores.empty()) return static_cast<int>(cores.size());
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw > 0 ? static_cast<int>(hw) : 1;
+  return cores.empty() ? std::max(1, fallback) : static_cast<int>(cores.size());
+}
+
+int PhysicalCores() {
+  std::ifstream in("/proc/cpuinfo");
+  return PhysicalCoresFromCpuinfo(in, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 bool StderrIsTerminal() {

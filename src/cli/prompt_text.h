@@ -2,6 +2,7 @@
 // the terminal facts the CLI adapts to (physical cores, whether stderr is a terminal).
 #pragma once
 
+#include <istream>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,8 @@ Expected<std::string> ReadPrompt(const std::string& prompt_arg, const std::strin
 // Physical cores (distinct core ids per package in /proc/cpuinfo); hardware threads when that
 // cannot be read. The default for -t/--threads, as in llama.cpp.
 int PhysicalCores();
+// The same from a /proc/cpuinfo text; `fallback` (at least 1) when it names no cores.
+int PhysicalCoresFromCpuinfo(std::istream& cpuinfo, int fallback);
 
 // Progress bars are drawn only on a terminal, never into a log file or a pipe.
 bool StderrIsTerminal();
