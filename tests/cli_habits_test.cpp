@@ -234,6 +234,49 @@ TEST(GenerateCli, PhysicalCoresCountsCoresPerPackageNotThreads) {
   EXPECT_EQ(cli::PhysicalCoresFromCpuinfo(empty, 0), 1);
 }
 
+// The README's command table and the commands' --help agree: every flag a row names is in the
+// --help of that row's command (for `lab a|b|c` and tokenize/detokenize: one of them).
+TEST(Readme, EveryFlagOfTheCommandTableIsInThatCommandsHelp) {
+  std::ifstream in(std::string(LOCKSTEP_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md";
+  const std::regex row(R"(^\| `lockstep ([^`]*)`)"), word(R"([^ ]+)");
+  const std::regex flag(R"((^|[^\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z]{1,3})(?![\w-]))");
+  int rows = 0;
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, row)) continue;
+    ++rows;
+    std::vector<std::string> words;
+    const std::string usage = m[1];
+    for (std::sregex_iterator it(usage.begin(), usage.end(), word), end; it != end; ++it)
+      words.push_back(it->str());
+    std::vector<std::string> commands = {words[0]};
+    if (words[0] == "tokenize") commands.push_back("detokenize");
+    if (words[0] == "lab" && words.size() > 1) {
+      commands.clear();
+      std::string subs = std::regex_replace(words[1], std::regex(R"(\\)"), "");
+      for (size_t at = 0; at <= subs.size();) {
+        const size_t bar = std::min(subs.find('|', at), subs.size());
+        commands.push_back("lab " + subs.substr(at, bar - at));
+        at = bar + 1;
+      }
+    }
+    std::string help;
+    for (const std::string& c : commands) {
+      int rc = -1;
+      help += testing::RunCli(LOCKSTEP_BINARY, c + " --help", &rc);
+      EXPECT_EQ(rc, 0) << c << " --help";
+    }
+    for (std::sregex_iterator it(line.begin(), line.end(), flag), end; it != end; ++it) {
+      const std::string f = (*it)[2];
+      const std::regex in_help("(^|[^\\w-])" + f + "(?![\\w-])");
+      EXPECT_TRUE(std::regex_search(help, in_help))
+          << "README names " << f << " for '" << usage << "', which its --help does not show";
+    }
+  }
+  EXPECT_GE(rows, 8);  // control: the table was found
+}
+
 TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
   cli::ThinkingFilter hide(100, 101);
   std::vector<int32_t> shown;
