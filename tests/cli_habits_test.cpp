@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -21,8 +22,10 @@
 
 #include "cli/prompt_text.h"
 #include "cli/stream.h"
+#include "gguf/gguf.h"
 #include "testing/child.h"
 #include "testing/run_cli.h"
+#include "tokenizer/tokenizer.h"
 
 namespace lockstep {
 namespace {
@@ -288,6 +291,40 @@ TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
   for (int32_t id : {5, 100, 6, 101})
     if (show.Show(id)) shown.push_back(id);
   EXPECT_EQ(shown.size(), 4u);
+}
+
+// --hide-thinking end to end through the printer chat and generate stream with: the model's
+// own <|channel> / <channel|> ids are found in its tokenizer and the span between them is not
+// printed; without the flag (the control) it is.
+TEST(ChatCli, HideThinkingDropsTheModelsChannelSpanFromThePrintedText) {
+  REQUIRE_MODELS();
+  auto file = gguf::File::Open(Target());
+  ASSERT_TRUE(file.ok());
+  auto tok = tokenizer::Tokenizer::FromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const auto piece = [&](const std::string& text) { return (*tok)->Encode(text, false, false); };
+  std::vector<int32_t> ids = piece("def f():");
+  std::optional<int32_t> open, close;
+  for (int32_t id = 0; id < (*tok)->n_tokens(); ++id) {
+    if ((*tok)->token_text(id) == "<|channel>") open = id;
+    if ((*tok)->token_text(id) == "<channel|>") close = id;
+  }
+  ASSERT_TRUE(open && close) << "the default tokenizer has Gemma 4's channel tokens";
+  ids.push_back(*open);
+  for (int32_t id : piece("secret plan")) ids.push_back(id);
+  ids.push_back(*close);
+  for (int32_t id : piece("\n    return 1")) ids.push_back(id);
+  FILE* sink = std::fopen("/dev/null", "w");
+  ASSERT_NE(sink, nullptr);
+  cli::StreamOptions so;
+  so.out = sink;
+  so.hide_thinking = true;
+  const std::string hidden = cli::PrintTokens(tok->get(), ids, so);
+  so.hide_thinking = false;
+  const std::string shown = cli::PrintTokens(tok->get(), ids, so);
+  std::fclose(sink);
+  EXPECT_EQ(hidden, "def f():\n    return 1");
+  EXPECT_NE(shown.find("secret plan"), std::string::npos) << shown;
 }
 
 TEST(ChatCli, ResetStartsOverAndRepliesMatchGenerate) {

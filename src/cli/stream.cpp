@@ -50,6 +50,14 @@ class Printer {
 
 }  // namespace
 
+std::string PrintTokens(const tokenizer::Tokenizer* tok, std::span<const int32_t> ids,
+                        const StreamOptions& so) {
+  Printer printer(tok, so);
+  for (int32_t id : ids) printer.Token(id);
+  printer.Finish();
+  return printer.text();
+}
+
 Expected<StreamedRun> GenerateStreaming(const model::Model& target, speculative::Proposer* proposer,
                                         std::span<const int32_t> prompt,
                                         const engine::GenerateOptions& opt,

@@ -51,4 +51,9 @@ Expected<StreamedRun> GenerateStreaming(const model::Model& target, speculative:
                                         const engine::GenerateOptions& opt,
                                         const tokenizer::Tokenizer* tok, const StreamOptions& so);
 
+// What GenerateStreaming prints for `ids` (also written to so.out): the same printer, for
+// emitted ids given rather than generated.
+std::string PrintTokens(const tokenizer::Tokenizer* tok, std::span<const int32_t> ids,
+                        const StreamOptions& so);
+
 }  // namespace lockstep::cli
