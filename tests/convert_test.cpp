@@ -1,16 +1,21 @@
 // lockstep convert: byte-exact reproduction of the committed parity GGUFs, metadata checked
 // against the HF configs, and negative controls (bad config, corrupt safetensors, bad tensors).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -19,6 +24,7 @@
 #include "convert/hf_config.h"
 #include "convert/safetensors.h"
 #include "gguf/gguf.h"
+#include "testing/child.h"
 #include "testing/files.h"
 
 namespace lockstep::convert {
@@ -127,6 +133,54 @@ TEST_F(ConvertTest, CancelMidWriteLeavesNoFileAndNoTemporary) {
   o.progress = nullptr;
   ASSERT_TRUE(ConvertHfToGguf(o).ok());
   EXPECT_TRUE(gguf::File::Open(out.string()).ok());
+}
+
+// The CLI end to end: Ctrl-C or SIGTERM while `lockstep convert` runs exits 130 and leaves no
+// output and no temporary, an earlier output untouched. Deterministic: config.json is a FIFO,
+// so the process waits in open() (the interrupt guard already installed) until the test has
+// signalled it and then writes the config; conversion then stops at its first tensor.
+TEST_F(ConvertTest, SignalledCliWritesNothing) {
+  const fs::path dir = tmp_ / "unified";
+  fs::create_directories(dir);
+  fs::copy_file(kData / "hf/unified/model.safetensors", dir / "model.safetensors");
+  const std::string config = [] {
+    std::ifstream in(kData / "hf/unified/config.json");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const fs::path out = tmp_ / "signalled.gguf";
+  for (int sig : {SIGINT, SIGTERM, 0}) {  // 0: the control, no signal
+    fs::remove(dir / "config.json");
+    ASSERT_EQ(mkfifo((dir / "config.json").c_str(), 0600), 0);
+    std::ofstream(out) << "previous output";
+    const int devnull = open("/dev/null", O_WRONLY);
+    const pid_t pid = testing::Spawn({LOCKSTEP_BINARY, "convert", dir.string(), "-o", out.string()},
+                                     devnull, /*merge_stderr=*/true);
+    close(devnull);
+    ASSERT_GT(pid, 0);
+    // Wait until the child blocks opening the FIFO (wchan wait_for_partner), at most 10 s.
+    const fs::path wchan = fmt::format("/proc/{}/wchan", pid);
+    for (int i = 0; i < 1000; ++i) {
+      std::ifstream w(wchan);
+      std::string where;
+      w >> where;
+      if (where == "wait_for_partner") break;
+      usleep(10000);
+    }
+    if (sig) kill(pid, sig);
+    usleep(100000);  // let the handler run before the config arrives
+    std::ofstream(dir / "config.json") << config;
+    const int status = testing::WaitOrKill(pid, std::chrono::seconds(60));
+    ASSERT_TRUE(WIFEXITED(status)) << "signal " << sig << ": killed by " << WTERMSIG(status);
+    EXPECT_EQ(testing::TempSiblings(out), 0) << "signal " << sig;
+    if (sig) {
+      EXPECT_EQ(WEXITSTATUS(status), 130) << "signal " << sig;
+      const auto kept = ReadAll(out);
+      EXPECT_EQ(std::string(kept.begin(), kept.end()), "previous output") << "signal " << sig;
+    } else {
+      EXPECT_EQ(WEXITSTATUS(status), 0);
+      EXPECT_TRUE(gguf::File::Open(out.string()).ok());
+    }
+  }
 }
 
 TEST_F(ConvertTest, ChangedWeightChangesOutput) {  // negative control for the byte comparison
