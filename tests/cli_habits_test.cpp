@@ -280,6 +280,42 @@ TEST(Readme, EveryFlagOfTheCommandTableIsInThatCommandsHelp) {
   EXPECT_GE(rows, 8);  // control: the table was found
 }
 
+// Progress bars (convert's and quantize's \r-redrawn lines) only when stderr is a terminal:
+// drawn on a pseudo-terminal (util-linux `script`), never into a pipe, and not with -q there.
+TEST(ConvertCli, ProgressBarsOnlyOnATerminal) {
+  int rc = -1;
+  testing::RunShell("command -v script", &rc);
+  if (rc != 0) GTEST_SKIP() << "no `script` (util-linux) for a pseudo-terminal";
+  const fs::path dir = fs::temp_directory_path() / fmt::format("lockstep-progress.{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::copy(fs::path(LOCKSTEP_SOURCE_DIR) / "testdata/hf/unified", dir / "unified");
+  const std::string hf = (dir / "unified").string(), f32 = (dir / "u.gguf").string();
+  const auto on_tty = [&](const std::string& args) {
+    return testing::RunShell(fmt::format("script -q -e -c {} /dev/null",
+                                         testing::ShellQuote(LOCKSTEP_BINARY + (" " + args))),
+                             &rc);
+  };
+  const std::string convert_tty = on_tty(fmt::format("convert {} -o {}", hf, f32));
+  EXPECT_EQ(rc, 0) << convert_tty;
+  EXPECT_NE(convert_tty.find("\r["), std::string::npos) << convert_tty;
+  EXPECT_NE(convert_tty.find("100% of"), std::string::npos) << convert_tty;
+  const std::string quantize_tty =
+      on_tty(fmt::format("quantize {} {}/q.gguf Q8_0", f32, dir.string()));
+  EXPECT_EQ(rc, 0) << quantize_tty;
+  EXPECT_NE(quantize_tty.find("\r["), std::string::npos) << quantize_tty;
+  const std::string quiet_tty =
+      on_tty(fmt::format("convert {} -o {}/q2.gguf -q", hf, dir.string()));
+  EXPECT_EQ(rc, 0) << quiet_tty;
+  EXPECT_EQ(quiet_tty.find("\r["), std::string::npos) << quiet_tty;
+  const std::string piped = testing::RunCli(
+      LOCKSTEP_BINARY, fmt::format("convert {} -o {}/p.gguf", hf, dir.string()), &rc);
+  EXPECT_EQ(rc, 0) << piped;
+  EXPECT_EQ(piped.find('\r'), std::string::npos) << piped;
+  EXPECT_NE(piped.find("wrote"), std::string::npos) << piped;  // notes still go to a pipe
+  fs::remove_all(dir);
+}
+
 TEST(ChatCli, HiddenThinkingDropsTheChannelSpanOnly) {
   cli::ThinkingFilter hide(100, 101);
   std::vector<int32_t> shown;
