@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -168,6 +169,38 @@ TEST(ChatTemplate, RendersOtherTemplates) {
             "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nYo<end_of_turn>\n"
             "<start_of_turn>model\n");
   EXPECT_FALSE(RenderChat(gemma3, json::array(), ChatOptions{}).ok());
+}
+
+// Google's later revision (tests/data/templates/gemma4.jinja) renders JSON-schema union types
+// (`type: ["string", "null"]`) with `reject('equalto', 'null') | list | first`, a filter
+// @huggingface/jinja lacks (it refuses these conversations), so the reference here is Python
+// Jinja2 3.1.6 with transformers' chat-template environment (trim_blocks, lstrip_blocks,
+// loopcontrols, tojson with ensure_ascii=False), rendered once on the dev machine.
+TEST(ChatTemplate, UnionTypesRenderLikeJinja2) {
+  std::ifstream in(std::string(LOCKSTEP_SOURCE_DIR) + "/tests/data/templates/gemma4.jinja");
+  ASSERT_TRUE(in);
+  const std::string tmpl{std::istreambuf_iterator<char>(in), {}};
+  ChatOptions o;
+  o.tools = json::parse(R"([{"type": "function", "function": {"name": "lookup",
+      "description": "Look up a key.", "parameters": {"type": "object", "properties": {
+      "key": {"type": ["string", "null"], "description": "Key"},
+      "limit": {"type": ["integer", "null"]}}, "required": ["key"]},
+      "response": {"description": "The value", "type": ["object", "null"]}}}])");
+  const json msgs = json::parse(R"([{"role": "user", "content": "Look up x"}])");
+  auto r = RenderChat(tmpl, msgs, o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(*r,
+            std::string("<bos><|turn>system\n<|tool>declaration:lookup{description:<|\"|>Look up a "
+                        "key.<|\"|>,parameters:{properties:{key:{description:<|\"|>Key<|\"|>,type:<"
+                        "|\"|>STRING<|\"|>},limit:{type:<|\"|>INTEGER<|\"|>}},required:[<|\"|>key<|"
+                        "\"|>],type:<|\"|>OBJECT<|\"|>},response:{description:<|\"|>The "
+                        "value<|\"|>,type:<|\"|>OBJECT<|\"|>}}<tool|><turn|>\n<|turn>user\nLook up "
+                        "x<turn|>\n<|turn>model\n<|channel>thought\n<channel|>"));
+  // Control: the first non-null type is what is printed, so reordering the union changes it.
+  o.tools[0]["function"]["parameters"]["properties"]["limit"]["type"] = {"null", "number"};
+  auto r2 = RenderChat(tmpl, msgs, o);
+  ASSERT_TRUE(r2.ok()) << r2.status().message();
+  EXPECT_NE(r2->find("limit:{type:<|\"|>NUMBER<|\"|>}"), std::string::npos) << *r2;
 }
 
 std::string ErrorOf(const std::string& src, const std::string& context = "{}") {
