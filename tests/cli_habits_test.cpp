@@ -140,6 +140,31 @@ TEST(GenerateCli, HelpShowsDefaultsAndThreadsArePhysicalCores) {
   const std::string chat = testing::RunCli(LOCKSTEP_BINARY, "chat --help", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(chat.find("=512"), std::string::npos) << chat;  // chat's longer replies
+  // The lab, inspect and quantize show theirs too.
+  for (const auto& [cmd, shown] : std::vector<std::pair<std::string, std::string>>{
+           {"lab probe", "--n-predict INT:INT in [1 - 65536]=32"},
+           {"lab probe", "--width INT:INT in [1 - 64]=8"},
+           {"lab logprobs", "--top-k INT:INT in [1 - 100]=5"},
+           {"inspect", "--max-items UINT=8"},
+           {"quantize", "(default 1;"}}) {
+    const std::string h = testing::RunCli(LOCKSTEP_BINARY, cmd + " --help", &rc);
+    EXPECT_EQ(rc, 0) << cmd;
+    EXPECT_NE(h.find(shown), std::string::npos) << cmd << ": " << h;
+  }
+}
+
+// A context beyond the model's trained length runs, with a warning naming both lengths.
+TEST(GenerateCli, ContextBeyondTheTrainedLengthWarnsAndRuns) {
+  REQUIRE_MODELS();
+  int rc = -1;
+  const std::string out = testing::RunCli(
+      LOCKSTEP_BINARY, fmt::format("generate -m {} -p x -n 2 -c 8192 --no-hash", Target()), &rc);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("context 8192 is beyond the model's trained 4096"), std::string::npos) << out;
+  const std::string within = testing::RunCli(
+      LOCKSTEP_BINARY, fmt::format("generate -m {} -p x -n 2 -c 4096 --no-hash", Target()), &rc);
+  EXPECT_EQ(rc, 0) << within;
+  EXPECT_EQ(within.find("beyond the model's trained"), std::string::npos) << within;  // control
 }
 
 std::string ChatCmd(const std::string& input, const std::string& extra) {
