@@ -99,6 +99,7 @@ Expected<std::unique_ptr<backend::Backend>> CreateBackend(std::string device, in
 }
 
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
+                            std::span<const int32_t> prompt_ids,
                             std::span<const int32_t> output_ids) {
   nlohmann::json j = {
       {"lockstep_version", Version()},
@@ -111,6 +112,7 @@ nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
       {"kernels", std::string(quant::IsaName(quant::CpuIsa()))},
       {"threads", r.threads},
       {"device", r.device.empty() ? CpuName() : r.device},
+      {"prompt_sha256", IdsSha256(prompt_ids)},  // two runs of other prompts differ here
       {"output_sha256", IdsSha256(output_ids)},
   };
   if (!r.draft_path.empty()) {
@@ -146,8 +148,7 @@ nlohmann::json GenerateJson(const RunRecord& rec, const nlohmann::json& settings
                   {"rounds", r.draft.rounds}};
   }
   if (with_identity) {
-    j["identity"] = IdentityJson(rec, settings, r.tokens);
-    j["identity"]["prompt_sha256"] = IdsSha256(prompt);  // two runs of other prompts differ here
+    j["identity"] = IdentityJson(rec, settings, prompt, r.tokens);
   }
   return j;
 }

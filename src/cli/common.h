@@ -47,7 +47,10 @@ struct RunRecord {
   bool hash_files = true;  // false (--no-hash): model hashes are reported as "not computed"
   std::string device;      // the backend's accelerator; empty: the host CPU
 };
+// The identity of one run: build, command, model digests, settings, and the digests of the
+// prompt (the context before the output) and the output ids, so two runs can be compared.
 nlohmann::json IdentityJson(const RunRecord& r, const nlohmann::json& settings,
+                            std::span<const int32_t> prompt_ids,
                             std::span<const int32_t> output_ids);
 
 nlohmann::json TimingsJson(const engine::GenerateResult& r);

@@ -14,7 +14,6 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/prompt_text.h"
-#include "core/sha256.h"
 #include "lab/report.h"
 #include "lab/stream.h"
 #include "model/assistant.h"
@@ -157,8 +156,7 @@ int Logprobs(const Common& c, bool only_ties) {
                             l->be->device_name());
   j["identity"] = IdentityJson(
       rec, {{"top_k", c.top_k}, {"tie", c.tie}, {"stream", s.source}, {"context_tokens", s.prompt}},
-      all);
-  j["identity"]["prompt_sha256"] = IdsSha256(s.prompt);  // as generate's identity
+      s.prompt, all);
   Print(c, j, lab::LogprobsText(*rows, l->tok.get(), only_ties));
   return 0;
 }
@@ -185,6 +183,7 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
                        around};
   std::optional<Loaded> l;
   std::optional<lab::ForkAnalysis> fork;
+  // The context before the streams: --prompt/--prompt-tokens when given, else the files' own.
   std::vector<int32_t> context = !a->prompt.empty() ? a->prompt : b->prompt;
   if (!c.model.empty()) {
     auto loaded = LoadTarget(c);
@@ -192,10 +191,9 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
     l = std::move(*loaded);
     auto ctx = Context(c, l->tok.get());
     if (!ctx.ok()) return FailDiff(ctx.status());
-    if (ctx->empty()) *ctx = context;
-    context = *ctx;
+    if (!ctx->empty()) context = std::move(*ctx);
     if (!in.d.identical) {
-      auto f = lab::AnalyzeFork(*l->model, *ctx, a->tokens, b->tokens, in.d, {c.top_k, c.tie});
+      auto f = lab::AnalyzeFork(*l->model, context, a->tokens, b->tokens, in.d, {c.top_k, c.tie});
       if (f.ok())
         fork = *f, in.fork = &*fork;
       else
@@ -207,9 +205,9 @@ int Diverge(const Common& c, const std::string& fa, const std::string& fb, int a
   const tokenizer::Tokenizer* tok = l ? l->tok.get() : nullptr;
   json j = lab::DivergeJson(in, tok);
   RunRecord rec = LabRecord(c, "lab diverge", l ? l->path : "", "", "cpu", c.threads, "");
-  j["identity"] = IdentityJson(
-      rec, {{"a", in.name_a}, {"b", in.name_b}, {"top_k", c.top_k}, {"tie", c.tie}}, a->tokens);
-  j["identity"]["prompt_sha256"] = IdsSha256(context);  // the context before the streams
+  j["identity"] =
+      IdentityJson(rec, {{"a", in.name_a}, {"b", in.name_b}, {"top_k", c.top_k}, {"tie", c.tie}},
+                   context, a->tokens);
   Print(c, j, lab::DivergeText(in, tok));
   return in.d.identical ? 0 : 1;
 }
@@ -256,8 +254,7 @@ int Accept(const Common& c, const std::vector<std::string>& drafts, int draft_ma
   }
   std::vector<int32_t> first = streams->front().prompt;
   first.insert(first.end(), streams->front().tokens.begin(), streams->front().tokens.end());
-  j["identity"] = IdentityJson(rec, settings, first);
-  j["identity"]["prompt_sha256"] = IdsSha256(streams->front().prompt);
+  j["identity"] = IdentityJson(rec, settings, streams->front().prompt, first);
   matrix = matrix || streams->size() > 1 || drafts.size() > 1;
   Print(c, j, lab::AcceptText(cells, matrix));
   return 0;
@@ -331,8 +328,7 @@ int Probe(const Common& c, const ProbeArgs& p) {
                                 {"max_threads", opt.max_threads},
                                 {"modes", opt.modes},
                                 {"prompt_tokens", opt.prompt}},
-                               ref);
-  j["identity"]["prompt_sha256"] = IdsSha256(opt.prompt);
+                               opt.prompt, ref);
   Print(c, j, lab::ProbeText(*modes, l->tok.get()));
   return lab::ProbeExitCode(*modes);
 }

@@ -155,8 +155,9 @@ int Run(Args a) {
   served.tokenizer = m.tokenizer.get();
   served.engine = engine->get();
   served.speculative = m.proposer != nullptr;
-  served.identity = IdentityJson(rec, ServerSettings(a, *opt), {});  // hashes the files once
-  served.identity.erase("output_sha256");                            // per response
+  served.identity = IdentityJson(rec, ServerSettings(a, *opt), {}, {});  // hashes files once
+  served.identity.erase("prompt_sha256");  // per response, as the output's
+  served.identity.erase("output_sha256");
   served.id = !a.alias.empty() ? a.alias : served.identity.value("model", m.model_path);
 
   const std::string& host = a.server.host;
