@@ -8,18 +8,15 @@
 // MoE target with an echo drafter (written to the temp directory). --prompts-file: one JSON
 // array of token ids (or JSON string of text) per line, as `lockstep generate --prompts-file`;
 // default: four Python prompts (a function, a class, a test, a script).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "backend/cpu/cpu_backend.h"
+#include "cli/common.h"
 #include "core/status.h"
 #include "engine/generate.h"
 #include "model/model.h"
@@ -75,30 +72,19 @@ Paths DefaultPaths() {
   return p;
 }
 
-// One prompt per non-empty line: a JSON array of ids or a JSON string of text.
+// --prompts-file, read as `lockstep generate --prompts-file` reads it.
 std::vector<std::vector<int32_t>> PromptsFromFile(const std::string& path,
                                                   const model::Model& target) {
-  std::ifstream in(path);
-  if (!in) std::fprintf(stderr, "%s: cannot open\n", path.c_str()), std::exit(1);
   auto tok = tokenizer::Tokenizer::FromGguf(target.file());
-  std::vector<std::vector<int32_t>> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_array() && !j.empty() &&
-        std::all_of(j.begin(), j.end(), [](const auto& v) { return v.is_number_integer(); })) {
-      out.push_back(j.get<std::vector<int32_t>>());
-    } else if (j.is_string() && tok.ok()) {
-      out.push_back((*tok)->Encode(j.get<std::string>()));
-    } else {
-      std::fprintf(stderr, "%s:%d: expected a JSON array of token ids or a string of text\n",
-                   path.c_str(), n);
-      std::exit(1);
-    }
-  }
-  if (out.empty()) std::fprintf(stderr, "%s: no prompts\n", path.c_str()), std::exit(1);
-  return out;
+  auto prompts = cli::ReadPromptsFile(
+      path,
+      [&](const std::string& text, const std::string& where) -> Expected<std::vector<int32_t>> {
+        if (!tok.ok())
+          return Status::Errorf("{}: text prompt, but the model has no tokenizer", where);
+        return (*tok)->Encode(text);
+      });
+  if (!prompts.ok()) std::fprintf(stderr, "%s\n", prompts.status().message().c_str()), std::exit(1);
+  return *std::move(prompts);
 }
 
 std::vector<std::vector<int32_t>> Prompts(const model::Model& target) {

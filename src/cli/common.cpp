@@ -63,6 +63,30 @@ Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::s
   return ids;
 }
 
+Expected<std::vector<std::vector<int32_t>>> ReadPromptsFile(const std::string& path,
+                                                            const EncodePrompt& encode) {
+  std::ifstream in(path);
+  if (!in) return Status::Errorf("{}: cannot open", path);
+  std::vector<std::vector<int32_t>> prompts;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const std::string where = fmt::format("{}:{}", path, n);
+    if (j.is_string()) {
+      LS_ASSIGN_OR_RETURN(auto ids, encode(j.get<std::string>(), where));
+      prompts.push_back(std::move(ids));
+    } else if (j.is_array()) {
+      LS_ASSIGN_OR_RETURN(auto ids, ParseIdList(line, where));
+      prompts.push_back(std::move(ids));
+    } else {
+      return Status::Errorf("{}: expected a JSON string or an array of token ids", where);
+    }
+  }
+  if (prompts.empty()) return Status::Errorf("{}: no prompts", path);
+  return prompts;
+}
+
 std::string DefaultModelPath(const std::string& role) {
   const std::string name = "models/lockstep-code-" + role + ".gguf";
   if (std::filesystem::exists(name)) return name;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,13 @@ namespace lockstep::cli {
 int Fail(const Status& s);
 // "1,2,3" (spaces allowed) or a JSON array "[1,2,3]".
 Expected<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what);
+// Turns one prompt's text into ids; `where` ("FILE:LINE") is for error messages.
+using EncodePrompt = std::function<Expected<std::vector<int32_t>>(const std::string& text,
+                                                                  const std::string& where)>;
+// A prompts file (`generate --prompts-file`): one prompt per non-empty line, a JSON array of
+// token ids or a JSON string of text given to `encode`. Errors name the file and line.
+Expected<std::vector<std::vector<int32_t>>> ReadPromptsFile(const std::string& path,
+                                                            const EncodePrompt& encode);
 // models/lockstep-code-<role>.gguf, looked up in the working directory, then in the install
 // prefix (PREFIX/share/lockstep/ for PREFIX/bin/lockstep), then up from the executable (a build
 // tree inside the source checkout).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -67,33 +66,18 @@ Expected<std::vector<int32_t>> PromptTokens(const Args& a, const tokenizer::Toke
   return tok->Encode(text, false, true);  // the template carries <bos> itself
 }
 
-// Prompts from --prompts-file: one JSON string (text) or JSON array (ids) per non-empty line.
+// Prompts from --prompts-file; text lines go through -p's path (chat template included).
 Expected<std::vector<std::vector<int32_t>>> PromptsFromFile(const Args& a,
                                                             const tokenizer::Tokenizer* tok) {
-  std::ifstream in(a.prompts_file);
-  if (!in) return Status::Errorf("{}: cannot open", a.prompts_file);
-  std::vector<std::vector<int32_t>> prompts;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const std::string where = fmt::format("{}:{}", a.prompts_file, n);
-    if (j.is_string()) {
-      if (!tok) return Status::Errorf("{}: text prompt, but the model has no tokenizer", where);
-      Args one = a;
-      one.prompt = j.get<std::string>();
-      one.tokens.clear();
-      LS_ASSIGN_OR_RETURN(auto ids, PromptTokens(one, tok));
-      prompts.push_back(std::move(ids));
-    } else if (j.is_array()) {
-      LS_ASSIGN_OR_RETURN(auto ids, ParseIdList(line, where));
-      prompts.push_back(std::move(ids));
-    } else {
-      return Status::Errorf("{}: expected a JSON string or an array of token ids", where);
-    }
-  }
-  if (prompts.empty()) return Status::Errorf("{}: no prompts", a.prompts_file);
-  return prompts;
+  return ReadPromptsFile(
+      a.prompts_file,
+      [&](const std::string& text, const std::string& where) -> Expected<std::vector<int32_t>> {
+        if (!tok) return Status::Errorf("{}: text prompt, but the model has no tokenizer", where);
+        Args one = a;
+        one.prompt = text;
+        one.tokens.clear();
+        return PromptTokens(one, tok);
+      });
 }
 
 nlohmann::json Settings(const Args& args) {
