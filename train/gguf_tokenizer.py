@@ -1,7 +1,8 @@
 """Rebuilds the default pair's tokenizer.json from a GGUF's tokenizer.ggml.* arrays, so a new
-target can be trained on exactly the ids of the committed one (and perplexities compare).
+target can be trained on exactly the ids of the committed one (and perplexities compare)
+without a second copy of the tokenizer in the repository.
 
-Usage: python3 train/gguf_tokenizer.py models/lockstep-code-target.gguf train/tokenizer.json"""
+Usage: python3 train/gguf_tokenizer.py models/lockstep-code-target.gguf OUT/tokenizer.json"""
 import json
 import struct
 import sys
@@ -53,6 +54,14 @@ def tokenizer_json(meta):
     if list(out["model"]["vocab"]) != tokens or len(out["model"]["merges"]) != len(merges):
         raise ValueError("rebuilding the vocabulary changed ids or dropped merges")
     return out
+
+
+def load(path):
+    """A tokenizer.json, or the one a .gguf file's tokenizer.ggml.* arrays describe."""
+    if path.endswith(".gguf"):
+        return tokenizer_json(read_metadata(path))
+    with open(path) as f:
+        return json.load(f)
 
 
 def main():

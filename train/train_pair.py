@@ -20,6 +20,7 @@ import arch  # noqa: E402
 from drafter import train_assistant  # noqa: E402
 from trainutil import T0, Schedule, log, make_opt, sample_windows  # noqa: E402
 import corpus  # noqa: E402
+import gguf_tokenizer  # noqa: E402
 import tok as tokmod  # noqa: E402
 from evaluate import eval_acceptance, eval_ppl, completions, parity_refs  # noqa: E402
 
@@ -27,8 +28,9 @@ from evaluate import eval_acceptance, eval_ppl, completions, parity_refs  # noqa
 
 
 def reused_tokenizer(cfg):
-    """The tokenizer.json to reuse instead of training one: the resumed target's, else the
-    config's `tokenizer.reuse` (relative to the repository root), else None."""
+    """The tokenizer to reuse instead of training one: the resumed target's tokenizer.json, else
+    the config's `tokenizer.reuse` (a GGUF or tokenizer.json, relative to the repository root),
+    else None."""
     resume = os.environ.get("LOCKSTEP_RESUME")
     if resume:
         return os.path.join(resume, "tokenizer.json")
@@ -70,8 +72,7 @@ def build_data(cfg, smoke, files):
     vocab_size = cfg["smoke"]["vocab_size"] if smoke else tcfg["vocab_size"]
     reuse = None if smoke else reused_tokenizer(cfg)
     if reuse:  # reuse the committed tokenizer: ids (and so perplexities) stay comparable
-        with open(reuse) as f:
-            tok_json = json.load(f)
+        tok_json = gguf_tokenizer.load(reuse)
         size = 0
     else:
         tok_json = tokmod.train(sample, vocab_size, tcfg["limit_alphabet"], tcfg["max_token_length"])
