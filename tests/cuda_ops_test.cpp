@@ -19,6 +19,7 @@
 #if LOCKSTEP_HAS_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/matmul_int.h"
 #endif
 
 namespace lockstep {
@@ -99,10 +100,10 @@ class CudaOps : public ::testing::Test {
   backend::CpuBackend cpu_{2};
 };
 
-constexpr DType kFormats[] = {DType::F32,  DType::F16,   DType::BF16, DType::Q8_0, DType::Q4_0,
-                              DType::Q4_1, DType::Q5_0,  DType::Q5_1, DType::IQ4_NL,
-                              DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                              DType::IQ4_XS, DType::Q2_K, DType::Q3_K};
+constexpr DType kFormats[] = {DType::F32,    DType::F16,    DType::BF16, DType::Q8_0,
+                              DType::Q4_0,   DType::Q4_1,   DType::Q5_0, DType::Q5_1,
+                              DType::IQ4_NL, DType::MXFP4,  DType::Q4_K, DType::Q5_K,
+                              DType::Q6_K,   DType::IQ4_XS, DType::Q2_K, DType::Q3_K};
 
 // Every format: close to the float64 product of the values the weight holds, and every row's
 // bits the same alone, in any grouping, and through MatMulRows.
@@ -124,6 +125,13 @@ TEST_F(CudaOps, MatMulEveryFormatIsAccurateAndBatchInvariant) {
     Tensor y = gpu_->NewTensor(rows, n);
     gpu_->MatMul(w, x, &y);
     const auto all = Host(y);
+#if LOCKSTEP_HAS_CUDA
+    // The integer path quantizes activations as the CPU does: cuda_matmul_int_test holds it to
+    // the CPU's bits instead of this float64 bound.
+    const bool check_accuracy = !backend::cuda::HasIntegerPath(type);
+#else
+    const bool check_accuracy = true;
+#endif
     double err = 0, norm = 0;
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t j = 0; j < n; ++j) {
@@ -134,7 +142,9 @@ TEST_F(CudaOps, MatMulEveryFormatIsAccurateAndBatchInvariant) {
         err = std::max(err, std::fabs(ref - all[static_cast<size_t>(r * n + j)]));
         norm = std::max(norm, std::fabs(ref));
       }
-    EXPECT_LT(err, 1e-5 * norm) << "max error " << err << " of " << norm;
+    if (check_accuracy) {
+      EXPECT_LT(err, 1e-5 * norm) << "max error " << err << " of " << norm;
+    }
     // Groupings of 1, 2, 3, 5, 8 and 9 rows: the row-group templates and their tails.
     for (int64_t group : {1, 2, 3, 5, 8, 9}) {
       for (int64_t r0 = 0; r0 < rows; r0 += group) {
@@ -188,8 +198,8 @@ TEST_F(CudaOps, MatMulFloatRowsOfAnyLength) {
         std::vector<float> one(x_host.begin() + r * k, x_host.begin() + (r + 1) * k);
         Tensor y1 = gpu_->NewTensor(1, n);
         gpu_->MatMul(w, Upload(one, 1, k), &y1);
-        ASSERT_TRUE(SameBits(Host(y1), std::vector<float>(all.begin() + r * n,
-                                                          all.begin() + (r + 1) * n)));
+        ASSERT_TRUE(
+            SameBits(Host(y1), std::vector<float>(all.begin() + r * n, all.begin() + (r + 1) * n)));
       }
     }
   }
@@ -232,14 +242,18 @@ TEST_F(CudaOps, ElementWiseOpsMatchCpuBitForBit) {
   };
   using Op = void (*)(backend::Backend&, const Tensor&, const Tensor&, Tensor*);
   const std::pair<const char*, Op> ops[] = {
-      {"add", [](backend::Backend& be, const Tensor& x, const Tensor& z, Tensor* y) { be.Add(x, z, y); }},
-      {"mul", [](backend::Backend& be, const Tensor& x, const Tensor& z, Tensor* y) { be.Mul(x, z, y); }},
-      {"scale", [](backend::Backend& be, const Tensor& x, const Tensor&, Tensor* y) { be.Scale(x, 0.37f, y); }},
-      {"gelu", [](backend::Backend& be, const Tensor& x, const Tensor&, Tensor* y) { be.Gelu(x, y); }},
-      {"softcap", [](backend::Backend& be, const Tensor& x, const Tensor&, Tensor* y) { be.Softcap(x, 2.5f, y); }},
-      {"gelu_mul", [](backend::Backend& be, const Tensor& x, const Tensor& z, Tensor* y) {
-         be.GeluMul(x, 0, z, 0, x.cols(), y);
-       }},
+      {"add",
+       [](backend::Backend& be, const Tensor& x, const Tensor& z, Tensor* y) { be.Add(x, z, y); }},
+      {"mul",
+       [](backend::Backend& be, const Tensor& x, const Tensor& z, Tensor* y) { be.Mul(x, z, y); }},
+      {"scale", [](backend::Backend& be, const Tensor& x, const Tensor&,
+                   Tensor* y) { be.Scale(x, 0.37f, y); }},
+      {"gelu",
+       [](backend::Backend& be, const Tensor& x, const Tensor&, Tensor* y) { be.Gelu(x, y); }},
+      {"softcap", [](backend::Backend& be, const Tensor& x, const Tensor&,
+                     Tensor* y) { be.Softcap(x, 2.5f, y); }},
+      {"gelu_mul", [](backend::Backend& be, const Tensor& x, const Tensor& z,
+                      Tensor* y) { be.GeluMul(x, 0, z, 0, x.cols(), y); }},
   };
   for (const auto& [name, op] : ops) {
     SCOPED_TRACE(name);
@@ -274,7 +288,8 @@ TEST_F(CudaOps, NormAndRopeAreAccurateAndRowInvariant) {
   for (size_t i = 0; i < all.size(); ++i) ASSERT_NEAR(all[i], ref[i], 2e-5f) << i;
   for (int64_t r = 0; r < rows; ++r) {
     const auto one = run(*gpu_, gw, r, 1);
-    ASSERT_TRUE(SameBits(one, std::vector<float>(all.begin() + r * cols, all.begin() + (r + 1) * cols)))
+    ASSERT_TRUE(
+        SameBits(one, std::vector<float>(all.begin() + r * cols, all.begin() + (r + 1) * cols)))
         << "row " << r;
   }
 }
@@ -369,8 +384,9 @@ TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
         for (size_t i = 0; i < asked.size(); ++i) {
           const auto one = run(*gpu_, {asked[i]}, self);
           const int64_t w = n_head * head_dim;
-          ASSERT_TRUE(SameBits(one, std::vector<float>(all.begin() + static_cast<int64_t>(i) * w,
-                                                       all.begin() + static_cast<int64_t>(i + 1) * w)))
+          ASSERT_TRUE(
+              SameBits(one, std::vector<float>(all.begin() + static_cast<int64_t>(i) * w,
+                                               all.begin() + static_cast<int64_t>(i + 1) * w)))
               << "query " << i;
         }
       }
@@ -400,7 +416,8 @@ TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
     auto run = [&](backend::Backend& be, const Weight& g, const Weight& dn, const Weight& sc,
                    int64_t r0, int64_t n) {
       Tensor tx = be.NewTensor(n, d), tl = be.NewTensor(n, n_expert), y = be.NewTensor(n, d);
-      be.FromHost(std::span(x).subspan(static_cast<size_t>(r0 * d), static_cast<size_t>(n * d)), &tx);
+      be.FromHost(std::span(x).subspan(static_cast<size_t>(r0 * d), static_cast<size_t>(n * d)),
+                  &tx);
       be.FromHost(std::span(logits).subspan(static_cast<size_t>(r0 * n_expert),
                                             static_cast<size_t>(n * n_expert)),
                   &tl);

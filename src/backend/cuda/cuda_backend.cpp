@@ -13,6 +13,7 @@
 #include "backend/cuda/common.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/matmul_int.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/rope.h"
@@ -121,6 +122,11 @@ void* CudaBackend::Scratch(ScratchSlot slot, size_t bytes) {
     ++scratch_generation_;  // captures naming the old buffer are stale
   }
   return s.ptr.get();
+}
+
+void* CudaBackend::ActScratch(DType t, int64_t rows, int64_t k) {
+  const size_t bytes = IntActivationBytes(t, rows, k);
+  return bytes == 0 ? nullptr : Scratch(kActQ, bytes);
 }
 
 Tensor CudaBackend::NewTensor(int64_t rows, int64_t cols) {
@@ -236,16 +242,17 @@ void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
          "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, x.rows(), x.cols(),
          y->rows(), y->cols(), w.ne[0]);
   LaunchMatMul(w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], y->cols(), x.data(),
-               x.rows(), y->data(), S(stream_));
+               x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0]), S(stream_));
 }
 
 void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
                              int64_t ids_per_row, Tensor* y) {
   CHECK(x.cols() == w.ne[0] && y->cols() == ids_per_row && y->rows() == x.rows());
   CHECK(static_cast<int64_t>(ids.size()) >= x.rows() * ids_per_row);
-  LaunchGatheredMatMul({w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], ids_per_row,
-                        x.data(), 1, ids.data(), nullptr, 0, x.rows(), y->data()},
-                       S(stream_));
+  LaunchGatheredMatMul(
+      {w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], ids_per_row, x.data(), 1,
+       ids.data(), nullptr, 0, x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0])},
+      S(stream_));
 }
 
 void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,

@@ -89,9 +89,13 @@ class CudaBackend : public Backend {
     kMoeOut,
     kSelectIdx,
     kSelectScratch,
+    kActQ,  // quantized activation rows of the integer matmul path
     kScratchSlots
   };
   void* Scratch(ScratchSlot slot, size_t bytes);
+  // The kActQ scratch for `rows` activation rows of length k against weights of type t (null
+  // when the type is not on the integer path).
+  void* ActScratch(DType t, int64_t rows, int64_t k);
   // Queues a host-to-device copy without waiting for the device: `src` is first copied into
   // pinned staging memory, which is reused after the next synchronization (every copy queued
   // before it has landed by then). So a step's inputs cost no host round trip.

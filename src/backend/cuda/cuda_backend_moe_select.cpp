@@ -36,22 +36,26 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
                  weights, stream);
   // Gate and up projections of every (row, chosen expert) task: [tasks, 2 n_ff], gate first.
   if (up) {
-    LaunchGatheredMatMul({gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, n_ff,
-                          x.data(), n_used, nullptr, experts, n_ff, tasks, hidden},
-                         stream);
-    LaunchGatheredMatMul({up->type, up->data, static_cast<int64_t>(up->row_bytes), n_embd, n_ff,
-                          x.data(), n_used, nullptr, experts, n_ff, tasks, hidden + tasks * n_ff},
-                         stream);
+    LaunchGatheredMatMul(
+        {gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, n_ff, x.data(), n_used,
+         nullptr, experts, n_ff, tasks, hidden, ActScratch(gate.type, rows, n_embd)},
+        stream);
+    LaunchGatheredMatMul(
+        {up->type, up->data, static_cast<int64_t>(up->row_bytes), n_embd, n_ff, x.data(), n_used,
+         nullptr, experts, n_ff, tasks, hidden + tasks * n_ff, ActScratch(up->type, rows, n_embd)},
+        stream);
     LaunchGeluMul(hidden, n_ff, 0, hidden + tasks * n_ff, n_ff, 0, n_ff, tasks, act, stream);
   } else {
-    LaunchGatheredMatMul({gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd,
-                          2 * n_ff, x.data(), n_used, nullptr, experts, 2 * n_ff, tasks, hidden},
-                         stream);
+    LaunchGatheredMatMul(
+        {gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, 2 * n_ff, x.data(),
+         n_used, nullptr, experts, 2 * n_ff, tasks, hidden, ActScratch(gate.type, rows, n_embd)},
+        stream);
     LaunchGeluMul(hidden, 2 * n_ff, 0, hidden, 2 * n_ff, n_ff, n_ff, tasks, act, stream);
   }
-  LaunchGatheredMatMul({down.type, down.data, static_cast<int64_t>(down.row_bytes), n_ff, n_embd,
-                        act, 1, nullptr, experts, n_embd, tasks, out},
-                       stream);
+  LaunchGatheredMatMul(
+      {down.type, down.data, static_cast<int64_t>(down.row_bytes), n_ff, n_embd, act, 1, nullptr,
+       experts, n_embd, tasks, out, ActScratch(down.type, tasks, n_ff)},
+      stream);
   LaunchMoeCombine(out, weights, rows, n_used, n_embd, y->data(), stream);
 }
 

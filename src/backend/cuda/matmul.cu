@@ -5,6 +5,7 @@
 // contraction, same order).
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/matmul_int.h"
 #include "backend/cuda/quant_blocks.cuh"
 
 namespace lockstep::backend::cuda {
@@ -189,7 +190,15 @@ bool HasNativeFormat(DType t) {
 }
 
 void LaunchMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                  const float* x, int64_t rows, float* y, cudaStream_t stream) {
+                  const float* x, int64_t rows, float* y, void* act, cudaStream_t stream) {
+  if (HasIntegerPath(type))
+    LaunchIntMatMul(type, w, row_bytes, k, n_out, x, rows, y, act, stream);
+  else
+    LaunchFloatMatMul(type, w, row_bytes, k, n_out, x, rows, y, stream);
+}
+
+void LaunchFloatMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                       const float* x, int64_t rows, float* y, cudaStream_t stream) {
   if (rows == 0 || n_out == 0) return;
   if (k % kChunk != 0) {  // float rows of any length: one task per activation row
     LaunchGatheredMatMul({type, w, row_bytes, k, n_out, x, 1, nullptr, nullptr, 0, rows, y},
@@ -216,6 +225,10 @@ void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream) {
   if (m.tasks == 0 || m.n_out == 0) return;
   LS_CUDA_REQUIRE(m.tasks <= 65535 && m.x_div > 0, "cuda matmul: %lld tasks",
                   static_cast<long long>(m.tasks));
+  if (HasIntegerPath(m.type)) {
+    LaunchIntGatheredMatMul(m, m.act, stream);
+    return;
+  }
   const dim3 grid(CeilDiv(m.n_out, kWarpsPerBlock), static_cast<unsigned>(m.tasks));
   if (m.k % kChunk != 0) {
     const bool ok = DispatchFloatFormat(m.type, [&](auto f) {

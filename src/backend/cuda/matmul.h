@@ -1,7 +1,8 @@
 // Launchers of the matmul kernels: y = x · Wᵀ for weights in their GGUF block formats.
-// Contract: output element (r, j) is the sum of 32 per-lane partial sums combined by one fixed
-// butterfly; lane l accumulates chunks l, l + 32, ... of the row in ascending order. Nothing in
-// that order depends on how many rows, tasks or columns a launch carries.
+// Contract of the float kernels (the integer path has its own, matmul_int.h): output element (r, j)
+// is the sum of 32 per-lane partial sums combined by one fixed butterfly; lane l accumulates chunks
+// l, l + 32, ... of the row in ascending order. Nothing in that order depends on how many rows,
+// tasks or columns a launch carries.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,8 +17,16 @@ namespace lockstep::backend::cuda {
 bool HasNativeFormat(DType t);
 
 // y[r][j] = dot(x[r], w row j), r < rows, j < n_out; x is [rows, k] (k a multiple of 32).
+// Types on the integer path (matmul_int.h) run there and need `act`, a device scratch of
+// IntActivationBytes(type, rows, k) bytes; the float kernels ignore it.
 void LaunchMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                  const float* x, int64_t rows, float* y, cudaStream_t stream);
+                  const float* x, int64_t rows, float* y, void* act, cudaStream_t stream);
+
+// The float kernels (dequantized weights, float activations) for any native format, the
+// integer-path types included: their row results differ from the integer path's (the tests'
+// negative control and the benches' comparison).
+void LaunchFloatMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                       const float* x, int64_t rows, float* y, cudaStream_t stream);
 
 // Tasks with their own weight rows: task t reads x row t / x_div and writes n_out outputs
 // y[t][j] = dot(x[t / x_div], w row R(t, j)) with
@@ -33,6 +42,8 @@ struct GatheredMatMul {
   int64_t rows_per_expert;
   int64_t tasks;
   float* y;  // [tasks, n_out]
+  // Integer-path types: scratch of IntActivationBytes(type, ceil(tasks / x_div), k) bytes.
+  void* act = nullptr;
 };
 void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream);
 

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Issue 12's full-size GPU benchmark: Gemma 4 shapes with random weights in the Q4_K_M mix,
+# written by lockstep itself, then prefill of 512 tokens and decode of 128 at batch 1
+# (`lockstep generate`) and aggregate decode at 1, 8 and 32 sequences (engine_bench, which also
+# checks every sequence against a solo run). Prints one table row per model.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+  cat <<'USAGE'
+usage: scripts/gpu-bench.sh [--bin DIR] [--presets e4b,26b-a4b,31b] [--work DIR] [--mix Q4_K_M]
+
+  --bin DIR      directory holding lockstep, cpu_compare_bench and engine_bench
+                 (default: build-gpu; the binaries may sit in DIR or in DIR/src, DIR/bench)
+  --presets P    comma-separated shapes of cpu_compare_bench --write-preset (default: all three)
+  --work DIR     where the model files are written, one at a time (default: /tmp; 5-19 GB each)
+  --mix M        quantization mix (default: Q4_K_M)
+Needs a CUDA device.
+USAGE
+}
+
+bin=build-gpu presets=e4b,26b-a4b,31b work=/tmp mix=Q4_K_M
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --help | -h) usage; exit 0 ;;
+    --bin) bin="$2"; shift ;;
+    --presets) presets="$2"; shift ;;
+    --work) work="$2"; shift ;;
+    --mix) mix="$2"; shift ;;
+    *) usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+find_bin() {
+  for d in "$bin" "$bin/src" "$bin/bench"; do
+    [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }
+  done
+  echo "gpu-bench: $1 not found under $bin" >&2
+  exit 2
+}
+lockstep=$(find_bin lockstep) writer=$(find_bin cpu_compare_bench) engine=$(find_bin engine_bench)
+
+prompt=$(seq -s, 1000 1511)  # 512 token ids
+echo "| model | file GB | pp512 tok/s | tg128 tok/s | engine 1 / 8 / 32 seqs tok/s | exact |"
+echo "|---|---|---|---|---|---|"
+for preset in ${presets//,/ }; do
+  model="$work/lockstep-bench-$preset-$$.gguf"
+  trap 'rm -f "$model"' EXIT
+  "$writer" --write-preset "$preset" "$model" "$mix" >&2
+  gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 128 --ignore-eos \
+    --json --no-hash)
+  engine_out=$("$engine" --model "$model" --device cuda --tokens 64 --seqs 1,8,32 --reps 1 --json)
+  python3 - "$preset" "$model" "$gen" "$engine_out" <<'PY'
+import json, os, sys
+preset, model, gen, engine = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
+t = gen["timings"]
+pp = gen["n_prompt"] / (t["prompt_ms"] / 1e3)
+tg = gen["n_generated"] / (t["generate_ms"] / 1e3)
+rows = [r for r in json.loads(engine)["rows"] if r["mode"] == "engine"]
+agg = " / ".join(f"{r['tok_s']:.0f}" for r in rows)
+exact = "yes" if rows and all(r["exact"] for r in rows) else "NO"
+gb = os.path.getsize(model) / 1e9
+print(f"| {preset} | {gb:.1f} | {pp:.0f} | {tg:.1f} | {agg} | {exact} |")
+PY
+  rm -f "$model"
+done

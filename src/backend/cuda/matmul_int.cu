@@ -1,0 +1,235 @@
+// The integer matmul path (contract in matmul_int.h): activation quantization as
+// quant::PrepareRow, then one warp per output column whose 8 groups of 4 lanes take weight
+// blocks b = g, g + 8, ... in ascending order, so group g's running sum is the CPU's partial
+// b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it.
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/int_blocks.cuh"
+#include "backend/cuda/matmul_int.h"
+
+namespace lockstep::backend::cuda {
+namespace {
+
+constexpr int kColsPerBlock = 8;  // warps per block, one output column each
+constexpr int kMaxRows = 8;
+
+// quant/dot.cpp's RoundHalfAway: truncate, then step away from zero on a remainder of a half.
+__device__ __forceinline__ int RoundHalfAway(float v) {
+  const int t = __float2int_rz(v);
+  const float f = __fsub_rn(v, __int2float_rn(t));
+  return t + (f >= 0.5f) - (f <= -0.5f);
+}
+
+// One warp per activation block of B elements (B / 32 per lane): quant::QuantizeQ8Block, and for
+// B = 256 the 16-level sums (PrepareQ8x256).
+template <int B>
+__global__ void QuantizeRowsKernel(const float* __restrict__ x, int64_t n_blocks,
+                                   int8_t* __restrict__ q, float* __restrict__ d,
+                                   int16_t* __restrict__ bsum) {
+  constexpr int E = B / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  const int64_t blk = static_cast<int64_t>(blockIdx.x) * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (blk >= n_blocks) return;
+  const float* xb = x + blk * B + lane * E;
+  float v[E];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    v[i] = xb[i];
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  amax = WarpMax(amax);  // a maximum is exact in any order
+  const float scale = __fdiv_rn(amax, 127.0f);
+  const float inv = scale != 0.0f ? __fdiv_rn(1.0f, scale) : 0.0f;
+  int8_t lv[E];
+  int sum = 0;
+#pragma unroll
+  for (int i = 0; i < E; ++i) {
+    lv[i] = static_cast<int8_t>(RoundHalfAway(__fmul_rn(v[i], inv)));
+    sum += lv[i];
+  }
+  int8_t* qb = q + blk * B + lane * E;
+#pragma unroll
+  for (int i = 0; i < E; ++i) qb[i] = lv[i];
+  if (lane == 0) d[blk] = scale;
+  if constexpr (B == 256) {  // lanes 2g and 2g + 1 hold the 16 levels of group g
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if (lane % 2 == 0) bsum[blk * 16 + lane / 2] = static_cast<int16_t>(sum);
+  }
+}
+
+// The device layout behind an `act` scratch of IntActivationBytes: levels, then scales, then
+// 16-level sums, each 16-byte aligned.
+struct ActLayout {
+  size_t q_bytes, d_bytes, bsum_bytes;
+  ActLayout(int elems, int64_t rows, int64_t k)
+      : q_bytes(Align(static_cast<size_t>(rows * k))),
+        d_bytes(Align(static_cast<size_t>(rows * (k / elems)) * sizeof(float))),
+        bsum_bytes(elems == 256 ? Align(static_cast<size_t>(rows * (k / 16)) * sizeof(int16_t))
+                                : 0) {}
+  static size_t Align(size_t n) { return (n + 15) & ~size_t{15}; }
+  size_t total() const { return q_bytes + d_bytes + bsum_bytes; }
+  ActRows View(void* act, int64_t k) const {
+    auto* base = static_cast<uint8_t*>(act);
+    return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + q_bytes),
+            reinterpret_cast<const int16_t*>(base + q_bytes + d_bytes), k};
+  }
+};
+
+template <class F>
+ActRows QuantizeRows(const float* x, int64_t rows, int64_t k, void* act, cudaStream_t stream) {
+  const ActLayout lay(F::kElems, rows, k);
+  auto* base = static_cast<uint8_t*>(act);
+  const int64_t n_blocks = rows * (k / F::kElems);
+  constexpr int kWarps = 8;
+  QuantizeRowsKernel<F::kElems><<<CeilDiv(n_blocks, kWarps), kWarps * kWarp, 0, stream>>>(
+      x, n_blocks, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + lay.q_bytes),
+      reinterpret_cast<int16_t*>(base + lay.q_bytes + lay.d_bytes));
+  LS_CUDA_LAUNCHED();
+  return lay.View(act, k);
+}
+
+// The Acc8 tree over the groups' partials (group g's value in its lanes): lane 0 ends with
+// ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)).
+__device__ __forceinline__ float Acc8Tree(float a) {
+  const float p = __fadd_rn(a, __shfl_down_sync(0xffffffffu, a, 16));
+  const float q = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, 4));
+  return __fadd_rn(q, __shfl_down_sync(0xffffffffu, q, 8));
+}
+
+// Dots of one weight row with R activation rows xr[0..nr): acc[r] ends as group g's partial.
+// Every lane runs every shuffle (ok and r < nr are only masks on the arithmetic).
+template <class F, int R>
+__device__ __forceinline__ void DotColumn(const uint8_t* __restrict__ wrow, int64_t nblk,
+                                          const ActRows& x, const int64_t* xr, int nr, float* acc) {
+  constexpr int U = F::kUnroll;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t q_stride = x.k, d_stride = x.k / F::kElems, s_stride = x.k / 16;
+  for (int64_t b0 = 0; b0 < nblk; b0 += 8 * U) {
+    typename F::Part part[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = b0 + 8 * u + g;
+      part[u] = {};
+      if (b < nblk) F::Load(wrow + b * F::kBytes, t, part[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = b0 + 8 * u + g;
+      const bool ok = b < nblk;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if (r >= nr) break;  // uniform over the warp
+        int isum = 0, imin = 0;
+        if (ok)
+          F::Dot(part[u], x.q + xr[r] * q_stride + b * F::kElems,
+                 x.bsum + xr[r] * s_stride + b * 16, t, &isum, &imin);
+        isum += __shfl_xor_sync(0xffffffffu, isum, 1);
+        isum += __shfl_xor_sync(0xffffffffu, isum, 2);
+        if (F::kMin) {
+          imin += __shfl_xor_sync(0xffffffffu, imin, 1);
+          imin += __shfl_xor_sync(0xffffffffu, imin, 2);
+        }
+        if (ok)
+          acc[r] =
+              __fadd_rn(acc[r], F::Contribution(part[u], x.d[xr[r] * d_stride + b], isum, imin));
+      }
+    }
+  }
+}
+
+template <class F, int R>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp)
+    IntMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
+                    ActRows x, int64_t rows, float* __restrict__ y) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + threadIdx.x / kWarp;
+  if (col >= n_out) return;  // whole warps only
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * R;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(R), rows - r0));
+  int64_t xr[R];
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) xr[r] = r0 + r, acc[r] = 0.0f;
+  DotColumn<F, R>(w + col * row_bytes, nblk, x, xr, nr, acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float s = Acc8Tree(acc[r]);
+    if (threadIdx.x % kWarp == 0 && r < nr) y[(r0 + r) * n_out + col] = s;
+  }
+}
+
+template <class F>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp)
+    IntGatheredKernel(GatheredMatMul m, ActRows x) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + threadIdx.x / kWarp;
+  const int64_t t = blockIdx.y;
+  if (j >= m.n_out) return;
+  int64_t wr = m.ids ? m.ids[t * m.n_out + j] : j;
+  if (m.experts) wr += static_cast<int64_t>(m.experts[t]) * m.rows_per_expert;
+  const int64_t xr[1] = {t / m.x_div};
+  float acc[1] = {0.0f};
+  DotColumn<F, 1>(static_cast<const uint8_t*>(m.w) + wr * m.row_bytes, m.k / F::kElems, x, xr, 1,
+                  acc);
+  const float s = Acc8Tree(acc[0]);
+  if (threadIdx.x % kWarp == 0) m.y[t * m.n_out + j] = s;
+}
+
+template <class F, int R>
+void LaunchRows(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+                int64_t rows, float* y, cudaStream_t stream) {
+  const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
+  IntMatMulKernel<F, R><<<grid, kColsPerBlock * kWarp, 0, stream>>>(
+      static_cast<const uint8_t*>(w), row_bytes, k / F::kElems, n_out, x, rows, y);
+  LS_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+bool HasIntegerPath(DType t) {
+  return DispatchIntFormat(t, [](auto) {});
+}
+
+size_t IntActivationBytes(DType t, int64_t rows, int64_t k) {
+  size_t bytes = 0;
+  DispatchIntFormat(t, [&](auto f) { bytes = ActLayout(decltype(f)::kElems, rows, k).total(); });
+  return bytes;
+}
+
+void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                     const float* x, int64_t rows, float* y, void* act, cudaStream_t stream) {
+  if (rows == 0 || n_out == 0) return;
+  const bool ok = DispatchIntFormat(type, [&](auto f) {
+    using F = decltype(f);
+    LS_CUDA_REQUIRE(k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
+                    static_cast<long long>(k), static_cast<int>(type));
+    const ActRows xq = QuantizeRows<F>(x, rows, k, act, stream);
+    // Narrower instantiations for fewer rows: the same per-row arithmetic, fewer registers.
+    if (rows == 1)
+      LaunchRows<F, 1>(w, row_bytes, k, n_out, xq, rows, y, stream);
+    else if (rows == 2)
+      LaunchRows<F, 2>(w, row_bytes, k, n_out, xq, rows, y, stream);
+    else if (rows <= 4)
+      LaunchRows<F, 4>(w, row_bytes, k, n_out, xq, rows, y, stream);
+    else
+      LaunchRows<F, kMaxRows>(w, row_bytes, k, n_out, xq, rows, y, stream);
+  });
+  LS_CUDA_REQUIRE(ok, "cuda matmul: type %d is not on the integer path", static_cast<int>(type));
+}
+
+void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t stream) {
+  if (m.tasks == 0 || m.n_out == 0) return;
+  LS_CUDA_REQUIRE(m.tasks <= 65535 && m.x_div > 0, "cuda matmul: %lld tasks",
+                  static_cast<long long>(m.tasks));
+  const bool ok = DispatchIntFormat(m.type, [&](auto f) {
+    using F = decltype(f);
+    LS_CUDA_REQUIRE(m.k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
+                    static_cast<long long>(m.k), static_cast<int>(m.type));
+    const int64_t x_rows = (m.tasks + m.x_div - 1) / m.x_div;
+    const ActRows xq = QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
+    const dim3 grid(CeilDiv(m.n_out, kColsPerBlock), static_cast<unsigned>(m.tasks));
+    IntGatheredKernel<F><<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);
+    LS_CUDA_LAUNCHED();
+  });
+  LS_CUDA_REQUIRE(ok, "cuda matmul: type %d is not on the integer path", static_cast<int>(m.type));
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,33 @@
+// Launchers of the integer matmul path: the CPU's quantized dot (quant/dot_internal.h) on the
+// GPU. Activation rows are quantized to Q8 blocks exactly as quant::PrepareRow does, each weight
+// block's integer sums are exact (any order gives the same integers), and the float
+// contributions are added in the CPU's order (block b into partial b % 8, then the fixed tree).
+// So a row's outputs are bit-identical to quant::DotRow's, whatever the launch shape.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/matmul.h"
+#include "core/dtype.h"
+
+namespace lockstep::backend::cuda {
+
+// True when `t` runs on the integer path (else the float kernels of matmul.cu).
+bool HasIntegerPath(DType t);
+
+// Device bytes the quantized copy of `rows` activation rows of length k needs for weights of
+// type `t` (the caller's scratch; 0 for types off the integer path).
+size_t IntActivationBytes(DType t, int64_t rows, int64_t k);
+
+// y = x · Wᵀ as LaunchMatMul, for HasIntegerPath(type); `act` holds IntActivationBytes.
+void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                     const float* x, int64_t rows, float* y, void* act, cudaStream_t stream);
+
+// The gathered form (GatheredMatMul's contract) for HasIntegerPath(m.type); `act` holds
+// IntActivationBytes(m.type, m.tasks / m.x_div rounded up, m.k).
+void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t stream);
+
+}  // namespace lockstep::backend::cuda
