@@ -1,6 +1,7 @@
 // The CUDA integer matmul path against the CPU's quantized dot: every output bit-identical to
 // quant::DotRow (activations quantized as quant::PrepareRow, exact integer block sums, the CPU's
-// float order), for every row count, through MatMulRows and through the MoE's gathered tasks.
+// float order), for every row count (the dp4a kernels and the tensor-core kernel) and through
+// MatMulRows.
 // Negative control: the float kernels on the same data miss those bits. Skipped, visibly, where
 // lockstep was built without CUDA or the machine has no CUDA device.
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/matmul_int.h"
+#include "backend/cuda/matmul_mma.h"
 #endif
 
 namespace lockstep {
@@ -99,7 +101,7 @@ class CudaIntMatMul : public ::testing::Test {
 };
 
 TEST_F(CudaIntMatMul, EveryRowCountMatchesTheCpuDotBitForBit) {
-  const int64_t rows = 19, n = 70;
+  const int64_t rows = 70, n = 70;  // 70 x 70: whole and partial tensor-core tiles
   for (DType type : kIntegerFormats) {
     SCOPED_TRACE(std::string(Name(type)));
     const Case c = MakeCase(type, n, 500);
@@ -107,8 +109,9 @@ TEST_F(CudaIntMatMul, EveryRowCountMatchesTheCpuDotBitForBit) {
     const auto want = CpuProduct(c, x, rows);
     const Weight w = gpu_->PrepareWeight(c.view);
     ASSERT_EQ(w.type, type) << "converted at load although the integer path takes it";
-    // Launches of 1, 2, 3, 4, 5, 8, 9 and 19 rows: every row-group instantiation and its tails.
-    for (int64_t group : {1, 2, 3, 4, 5, 8, 9, 19}) {
+    // Launches of 1 to 9 rows (every dp4a row-group instantiation and its tails), then 16, 33
+    // and 70 (the tensor-core kernel, kMmaMinRows and up, with partial row tiles).
+    for (int64_t group : {1, 2, 3, 4, 5, 8, 9, 16, 33, 70}) {
       for (int64_t r0 = 0; r0 < rows; r0 += group) {
         const int64_t g = std::min(group, rows - r0);
         Tensor y = gpu_->NewTensor(g, n);
@@ -136,6 +139,56 @@ TEST_F(CudaIntMatMul, EveryRowCountMatchesTheCpuDotBitForBit) {
 }
 
 #if LOCKSTEP_HAS_CUDA
+// Expert tasks (the MoE's gathered matmuls): task t reads activation row t / 2 and rows of
+// expert E(t). 5 tasks run one by one (dp4a), 50 grouped by expert on tensor cores; both give
+// quant::DotRow's bits.
+TEST_F(CudaIntMatMul, ExpertTasksMatchTheCpuDotBitForBit) {
+  namespace cu = backend::cuda;
+  const int n_expert = 6;
+  const int64_t n_out = 40, x_div = 2;
+  for (DType type : kIntegerFormats) {
+    SCOPED_TRACE(std::string(Name(type)));
+    const Case c = MakeCase(type, n_out * n_expert, 900);
+    const Weight w = gpu_->PrepareWeight(c.view);
+    for (int64_t tasks : {5, 50}) {
+      SCOPED_TRACE("tasks " + std::to_string(tasks));
+      const int64_t x_rows = tasks / x_div + 1;
+      const auto x = testing::GaussianRow(x_rows * c.k, 31);
+      std::vector<int32_t> experts;
+      for (int64_t t = 0; t < tasks; ++t)
+        experts.push_back(static_cast<int32_t>((t * 7 + t / 3) % n_expert));
+      const Tensor tx = Upload(x.data(), x_rows, c.k);
+      backend::IntTensor te = gpu_->NewIntTensor(tasks);
+      gpu_->Upload(experts, &te);
+      Tensor y = gpu_->NewTensor(tasks, n_out);
+      void *act = nullptr, *tiles = nullptr;
+      ASSERT_EQ(cudaMalloc(&act, cu::IntActivationBytes(type, x_rows, c.k)), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&tiles, cu::ExpertTileBytes(tasks, n_expert)), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      cu::GatheredMatMul m{type,  w.data,   static_cast<int64_t>(w.row_bytes),
+                           c.k,   n_out,    tx.data(),
+                           x_div, nullptr,  te.data(),
+                           n_out, tasks,    y.data(),
+                           act,   n_expert, tiles};
+      cu::LaunchGatheredMatMul(m, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      const auto got = Host(y);
+      cudaFree(act);
+      cudaFree(tiles);
+      quant::PreparedRow prepared;
+      for (int64_t t = 0; t < tasks; ++t) {
+        quant::PrepareRow(type, x.data() + (t / x_div) * c.k, c.k, &prepared);
+        for (int64_t j = 0; j < n_out; ++j) {
+          const float want =
+              quant::DotRow(c.bytes.data() + (experts[t] * n_out + j) * c.view.row_bytes, prepared);
+          ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(t * n_out + j)], &want, sizeof(float)), 0)
+              << "task " << t << " output " << j;
+        }
+      }
+    }
+  }
+}
+
 // The control: the float kernels (dequantized weights times float activations) on the same
 // bytes give other bits in most outputs, so agreement above is not a property of the data.
 TEST_F(CudaIntMatMul, NegativeControlTheFloatKernelsMissTheCpuBits) {

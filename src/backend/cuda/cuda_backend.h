@@ -89,7 +89,8 @@ class CudaBackend : public Backend {
     kMoeOut,
     kSelectIdx,
     kSelectScratch,
-    kActQ,  // quantized activation rows of the integer matmul path
+    kActQ,      // quantized activation rows of the integer matmul path
+    kMoeTiles,  // expert tile table of the tensor-core MoE matmuls
     kScratchSlots
   };
   void* Scratch(ScratchSlot slot, size_t bytes);

@@ -7,6 +7,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul.h"
+#include "backend/cuda/matmul_int.h"
+#include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/select.h"
 #include "core/check.h"
@@ -35,27 +37,37 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
                  down_scale ? static_cast<const float*>(down_scale->data) : nullptr, experts,
                  weights, stream);
   // Gate and up projections of every (row, chosen expert) task: [tasks, 2 n_ff], gate first.
+  // Tasks of many rows on the integer path share one expert tile table per matmul.
+  const auto expert_matmul = [&](const Weight& w, int64_t k, int64_t n_out, const float* in,
+                                 int64_t x_div, float* out_rows) {
+    GatheredMatMul m{w.type,
+                     w.data,
+                     static_cast<int64_t>(w.row_bytes),
+                     k,
+                     n_out,
+                     in,
+                     x_div,
+                     nullptr,
+                     experts,
+                     n_out,
+                     tasks,
+                     out_rows,
+                     ActScratch(w.type, tasks / x_div, k)};
+    if (HasIntegerPath(w.type) && tasks >= kMmaMinRows) {
+      m.n_expert = n_expert;
+      m.tiles = Scratch(kMoeTiles, ExpertTileBytes(tasks, n_expert));
+    }
+    LaunchGatheredMatMul(m, stream);
+  };
   if (up) {
-    LaunchGatheredMatMul(
-        {gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, n_ff, x.data(), n_used,
-         nullptr, experts, n_ff, tasks, hidden, ActScratch(gate.type, rows, n_embd)},
-        stream);
-    LaunchGatheredMatMul(
-        {up->type, up->data, static_cast<int64_t>(up->row_bytes), n_embd, n_ff, x.data(), n_used,
-         nullptr, experts, n_ff, tasks, hidden + tasks * n_ff, ActScratch(up->type, rows, n_embd)},
-        stream);
+    expert_matmul(gate, n_embd, n_ff, x.data(), n_used, hidden);
+    expert_matmul(*up, n_embd, n_ff, x.data(), n_used, hidden + tasks * n_ff);
     LaunchGeluMul(hidden, n_ff, 0, hidden + tasks * n_ff, n_ff, 0, n_ff, tasks, act, stream);
   } else {
-    LaunchGatheredMatMul(
-        {gate.type, gate.data, static_cast<int64_t>(gate.row_bytes), n_embd, 2 * n_ff, x.data(),
-         n_used, nullptr, experts, 2 * n_ff, tasks, hidden, ActScratch(gate.type, rows, n_embd)},
-        stream);
+    expert_matmul(gate, n_embd, 2 * n_ff, x.data(), n_used, hidden);
     LaunchGeluMul(hidden, 2 * n_ff, 0, hidden, 2 * n_ff, n_ff, n_ff, tasks, act, stream);
   }
-  LaunchGatheredMatMul(
-      {down.type, down.data, static_cast<int64_t>(down.row_bytes), n_ff, n_embd, act, 1, nullptr,
-       experts, n_embd, tasks, out, ActScratch(down.type, tasks, n_ff)},
-      stream);
+  expert_matmul(down, n_ff, n_embd, act, 1, out);
   LaunchMoeCombine(out, weights, rows, n_used, n_embd, y->data(), stream);
 }
 

@@ -44,6 +44,11 @@ struct GatheredMatMul {
   float* y;  // [tasks, n_out]
   // Integer-path types: scratch of IntActivationBytes(type, ceil(tasks / x_div), k) bytes.
   void* act = nullptr;
+  // Expert tasks of many rows on the integer path: the number of experts and a scratch of
+  // ExpertTileBytes(tasks, n_expert) (matmul_mma.h) let the tensor-core kernel group tasks by
+  // expert; without them each task reads its weights alone (same bits).
+  int n_expert = 0;
+  void* tiles = nullptr;
 };
 void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream);
 

@@ -5,6 +5,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_int.h"
+#include "backend/cuda/matmul_mma.h"
 
 namespace lockstep::backend::cuda {
 namespace {
@@ -202,6 +203,9 @@ void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, in
     LS_CUDA_REQUIRE(k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
                     static_cast<long long>(k), static_cast<int>(type));
     const ActRows xq = QuantizeRows<F>(x, rows, k, act, stream);
+    // Tensor cores where the device has them: the same bits, weights read once per 32 rows.
+    if (rows >= kMmaMinRows && LaunchIntMma(type, w, row_bytes, k, n_out, xq, rows, y, stream))
+      return;
     // Narrower instantiations for fewer rows: the same per-row arithmetic, fewer registers.
     if (rows == 1)
       LaunchRows<F, 1>(w, row_bytes, k, n_out, xq, rows, y, stream);
@@ -225,6 +229,9 @@ void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t st
                     static_cast<long long>(m.k), static_cast<int>(m.type));
     const int64_t x_rows = (m.tasks + m.x_div - 1) / m.x_div;
     const ActRows xq = QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
+    if (m.tiles && m.tasks >= kMmaMinRows &&
+        LaunchIntMmaGrouped(m, m.n_expert, xq, m.tiles, stream))
+      return;
     const dim3 grid(CeilDiv(m.n_out, kColsPerBlock), static_cast<unsigned>(m.tasks));
     IntGatheredKernel<F><<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);
     LS_CUDA_LAUNCHED();

@@ -15,6 +15,16 @@
 
 namespace lockstep::backend::cuda {
 
+// Quantized activation rows, structure of arrays (16-byte aligned int8 levels): row r's levels
+// q[r * k ...], block scales d[r * (k / kElems) ...], and for 256-element blocks the sums of
+// each 16 levels bsum[r * (k / 16) ...] (quant::PrepareRow's Q8x32 / Q8x256 blocks).
+struct ActRows {
+  const int8_t* q;
+  const float* d;
+  const int16_t* bsum;
+  int64_t k;
+};
+
 // True when `t` runs on the integer path (else the float kernels of matmul.cu).
 bool HasIntegerPath(DType t);
 

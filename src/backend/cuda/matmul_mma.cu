@@ -1,0 +1,338 @@
+// The integer path's tensor-core kernel for many rows (prefill, verify passes): int8 MMAs
+// (m16n8k16, exact int32 sums of 16 products) give each 16-element group's integer sum, the
+// group scales and mins are applied in integers, and each block's float contribution is added
+// exactly as quant::detail::Acc8 adds it: partial p = b % 8 sums its blocks in ascending order,
+// then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
+// and the float sequence is the CPU's, so every output equals matmul_int.cu's and
+// quant::DotRow's, bit for bit, whatever the tile or the number of rows.
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/int_blocks.cuh"
+#include "backend/cuda/matmul_mma.h"
+
+namespace lockstep::backend::cuda {
+namespace {
+
+constexpr int kTileCols = 64;  // weight rows (outputs) per block: 16 per warp
+constexpr int kTileRows = 32;  // activation rows per block: 4 MMA column tiles of 8
+constexpr int kWarps = kTileCols / 16;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kStepK = 256;           // elements of a row staged per step
+constexpr int kGroups = kStepK / 16;  // 16-element groups per step
+constexpr int kStride = kStepK + 16;  // bytes per staged row (bank-conflict-free fragments)
+constexpr int kSubs = kStepK / 32;    // 32-element sub-blocks per step
+
+constexpr int kMaxMmaExperts = 256;
+
+// Which rows a block's tile holds. Dense (perm null): rows [32 y, 32 y + 32) of `rows`. Grouped:
+// tile y is entry y of a table of runs of one expert's tasks (perm: tasks sorted by expert);
+// task t reads activation row t / x_div and the expert's weight rows, and writes output row t.
+struct MmaRows {
+  const int32_t* perm;
+  const int32_t* tile_expert;
+  const int32_t* tile_start;
+  const int32_t* tile_count;
+  int64_t rows_per_expert, x_div, rows;
+};
+
+struct Smem {
+  int8_t w[kTileCols][kStride];
+  int8_t x[kTileRows][kStride];
+  int w_scale[kTileCols][kGroups];
+  int w_min[kTileCols][kSubs];   // min multiplier of each 32-element sub-block (K-quants)
+  int x_bsum[kTileRows][kSubs];  // sum of each 32 activation levels
+  float w_d[kTileCols][kSubs], w_dmin[kTileCols][kSubs];
+  float x_d[kTileRows][kSubs];
+  int64_t x_row[kTileRows];  // activation row of each tile row (-1: none)
+  int64_t y_row[kTileRows];  // output row of each tile row
+};
+
+__device__ __forceinline__ void Mma16(const uint32_t (&a)[2], uint32_t b, int (&c)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // int8 MMA needs sm_80; LaunchIntMma never launches there
+#else
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%7,%8,%9,%10};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0), "r"(0), "r"(0), "r"(0));
+#endif
+}
+
+// Whether the current device has int8 MMA (compute capability 8.0 or later).
+bool DeviceHasIntMma() {
+  int device = 0, major = 0;
+  LS_CUDA_CHECK(cudaGetDevice(&device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 8;
+}
+
+// The blocks of one step: for 256-element formats block b alone; for 32-element formats the 8
+// blocks b, b + 8, ..., b + 56 (all of partial b % 8, in ascending order). Sub-block s of the
+// step is element range [32 s, 32 s + 32) of the staged rows.
+template <class F>
+__device__ __forceinline__ int64_t StepBlock(int64_t b, int s) {
+  return F::kElems == 256 ? b : b + 8 * s;
+}
+template <class F>
+__device__ __forceinline__ int SubOfBlock(int s) {
+  return F::kElems == 256 ? s : 0;
+}
+
+template <class F>
+__device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
+                          int64_t n_out, int64_t col0, const ActRows& x, int64_t b) {
+  // Weights: (column, sub-block) tasks, decoded to int8 levels with their group scales.
+  for (int task = threadIdx.x; task < kTileCols * kSubs; task += kThreads) {
+    const int c = task / kSubs, s = task % kSubs;
+    const int64_t col = col0 + c, blk = StepBlock<F>(b, s);
+    uint32_t lv[8] = {};
+    int sc[2] = {0, 0}, mn[2] = {0, 0};
+    float d = 0.0f, dmin = 0.0f;
+    if (col < n_out && blk < nblk) {
+      const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
+      F::Levels32(bp, SubOfBlock<F>(s), lv, sc, mn);
+      F::Scales(bp, &d, &dmin);
+    }
+    uint4* dst = reinterpret_cast<uint4*>(&sm.w[c][32 * s]);
+    dst[0] = make_uint4(lv[0], lv[1], lv[2], lv[3]);
+    dst[1] = make_uint4(lv[4], lv[5], lv[6], lv[7]);
+    sm.w_scale[c][2 * s] = sc[0], sm.w_scale[c][2 * s + 1] = sc[1];
+    sm.w_min[c][s] = mn[0];  // the same for both groups of the sub-block where it is used
+    sm.w_d[c][s] = d, sm.w_dmin[c][s] = dmin;
+  }
+  // Activations: 16-byte pieces of the quantized rows, their scales and 16-level sums.
+  const int64_t d_stride = x.k / F::kElems;
+  for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
+    const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
+    const int s = piece / 2;
+    const int64_t row = sm.x_row[r], blk = StepBlock<F>(b, s);
+    const bool live = row >= 0 && blk < nblk;
+    int4 v = make_int4(0, 0, 0, 0);
+    if (live)
+      v = *reinterpret_cast<const int4*>(x.q + row * x.k + blk * F::kElems +
+                                         16 * (F::kElems == 256 ? piece : piece % 2));
+    *reinterpret_cast<int4*>(&sm.x[r][16 * piece]) = v;
+    if (piece % 2 == 0) sm.x_d[r][s] = live ? x.d[row * d_stride + blk] : 0.0f;
+    if (F::kMin && piece % 2 == 0) {
+      const int16_t* bs = x.bsum + row * (x.k / 16) + blk * 16 + piece;
+      sm.x_bsum[r][s] = live ? bs[0] + bs[1] : 0;
+    }
+  }
+}
+
+// The float tree of Acc8 run as partials complete in the order 0, 4, 1, 5, 2, 6, 3, 7.
+struct TreeAcc {
+  float held = 0.0f, pair = 0.0f, half0 = 0.0f, half1 = 0.0f;
+  __device__ void Finish(int p, float a) {
+    switch (p) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        held = a;
+        break;
+      case 4:
+        pair = __fadd_rn(held, a);
+        break;  // a0 + a4
+      case 5:
+        half0 = __fadd_rn(pair, __fadd_rn(held, a));
+        break;  // (a0 + a4) + (a1 + a5)
+      case 6:
+        pair = __fadd_rn(held, a);
+        break;  // a2 + a6
+      case 7:
+        half1 = __fadd_rn(pair, __fadd_rn(held, a));
+        break;  // (a2 + a6) + (a3 + a7)
+    }
+  }
+  __device__ float Total() const { return __fadd_rn(half0, half1); }
+};
+
+template <class F>
+__global__ void __launch_bounds__(kThreads)
+    IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
+                 ActRows x, MmaRows map, float* __restrict__ y) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g8 = lane / 4, tig = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  // The tile's rows: consecutive rows, or a run of one expert's tasks (MmaRows).
+  int64_t first = static_cast<int64_t>(blockIdx.y) * kTileRows, count = map.rows - first;
+  if (map.perm) {
+    first = map.tile_start[blockIdx.y], count = map.tile_count[blockIdx.y];
+    if (count == 0) return;  // the whole block: an unused entry of the tile table
+    w += static_cast<int64_t>(map.tile_expert[blockIdx.y]) * map.rows_per_expert * row_bytes;
+  }
+  for (int r = threadIdx.x; r < kTileRows; r += kThreads) {
+    const int64_t task = r >= count ? -1 : map.perm ? map.perm[first + r] : first + r;
+    sm.x_row[r] = task < 0 ? -1 : task / map.x_div;
+    sm.y_row[r] = task;
+  }
+  // Element e of column tile nt: weight row 16 warp + g8 + 8 (e / 2), activation row
+  // 8 nt + 2 tig + e % 2 (the m16n8 accumulator layout).
+  TreeAcc tree[4][4];
+  constexpr int kBlocksPerStep = F::kElems == 256 ? 1 : 8;
+  for (int pi = 0; pi < 8; ++pi) {
+    const int p = (pi % 2) * 4 + pi / 2;  // 0, 4, 1, 5, 2, 6, 3, 7
+    float acc[4][4] = {};
+    for (int64_t b = p; b < nblk; b += 8 * kBlocksPerStep) {
+      __syncthreads();
+      StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
+      __syncthreads();
+      int isum[4][4] = {}, imin[4][4] = {};
+      for (int s = 0; s < kSubs; ++s) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int k0 = 32 * s + 16 * h + 4 * tig, grp = 2 * s + h;
+          const uint32_t a[2] = {*reinterpret_cast<const uint32_t*>(&sm.w[16 * warp + g8][k0]),
+                                 *reinterpret_cast<const uint32_t*>(&sm.w[16 * warp + g8 + 8][k0])};
+          const int sc_lo = sm.w_scale[16 * warp + g8][grp];
+          const int sc_hi = sm.w_scale[16 * warp + g8 + 8][grp];
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt) {
+            int c[4];
+            Mma16(a, *reinterpret_cast<const uint32_t*>(&sm.x[8 * nt + g8][k0]), c);
+            isum[nt][0] += sc_lo * c[0], isum[nt][1] += sc_lo * c[1];
+            isum[nt][2] += sc_hi * c[2], isum[nt][3] += sc_hi * c[3];
+          }
+        }
+        if (F::kElems == 32) {           // sub-block s is block b + 8 s: its contribution, in order
+          if (b + 8 * s >= nblk) break;  // uniform: no contribution from a missing block
+#pragma unroll
+          for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
+              acc[nt][e] =
+                  __fadd_rn(acc[nt][e], intq::Combine(sm.w_d[c][s], sm.x_d[r][s], isum[nt][e]));
+              isum[nt][e] = 0;
+            }
+        }
+      }
+      if (F::kElems == 256) {
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
+            float contribution;
+            if (F::kMin) {
+#pragma unroll
+              for (int j = 0; j < kSubs; ++j) imin[nt][e] += sm.w_min[c][j] * sm.x_bsum[r][j];
+              contribution = intq::CombineMin(sm.w_d[c][0], sm.w_dmin[c][0], sm.x_d[r][0],
+                                              isum[nt][e], imin[nt][e]);
+            } else {
+              contribution = intq::Combine(sm.w_d[c][0], sm.x_d[r][0], isum[nt][e]);
+            }
+            acc[nt][e] = __fadd_rn(acc[nt][e], contribution);
+          }
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tree[nt][e].Finish(p, acc[nt][e]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t col = col0 + 16 * warp + g8 + 8 * (e / 2);
+      const int64_t row = sm.y_row[8 * nt + 2 * tig + e % 2];
+      if (col < n_out && row >= 0) y[row * n_out + col] = tree[nt][e].Total();
+    }
+}
+
+// Builds the tile table of the grouped launch: tasks sorted by expert (stable), runs of at most
+// kTileRows tasks of one expert. One block; thread e counts and places expert e's tasks.
+__global__ void ExpertTilesKernel(const int32_t* __restrict__ experts, int64_t tasks, int n_expert,
+                                  int64_t max_tiles, int32_t* perm, int32_t* tile_expert,
+                                  int32_t* tile_start, int32_t* tile_count) {
+  __shared__ int32_t count[kMaxMmaExperts], offset[kMaxMmaExperts];
+  const int e = threadIdx.x;
+  if (e < n_expert) {
+    int32_t n = 0;
+    for (int64_t t = 0; t < tasks; ++t) n += experts[t] == e;
+    count[e] = n;
+  }
+  __syncthreads();
+  if (e == 0) {
+    int32_t at = 0;
+    int64_t tile = 0;
+    for (int i = 0; i < n_expert; ++i) {
+      offset[i] = at;
+      for (int32_t off = 0; off < count[i]; off += kTileRows, ++tile) {
+        tile_expert[tile] = i, tile_start[tile] = at + off;
+        tile_count[tile] = min(kTileRows, count[i] - off);
+      }
+      at += count[i];
+    }
+    for (; tile < max_tiles; ++tile)
+      tile_expert[tile] = 0, tile_start[tile] = 0, tile_count[tile] = 0;
+  }
+  __syncthreads();
+  if (e < n_expert) {
+    int32_t at = offset[e];
+    for (int64_t t = 0; t < tasks; ++t)
+      if (experts[t] == e) perm[at++] = static_cast<int32_t>(t);
+  }
+}
+
+template <class F>
+void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+  const dim3 grid(CeilDiv(n_out, kTileCols), tiles);
+  LS_CUDA_REQUIRE(tiles <= 65535, "cuda matmul: %u row tiles", tiles);
+  constexpr size_t kSmem = sizeof(Smem);
+  static_assert(kSmem <= 227 * 1024, "shared memory of one block");
+  // Set on every launch (cheap): one process may drive several devices.
+  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaKernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSmem)));
+  IntMmaKernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                     k / F::kElems, n_out, x, map, y);
+  LS_CUDA_LAUNCHED();
+}
+
+int64_t MaxTiles(int64_t tasks, int n_expert) {
+  return (tasks + kTileRows - 1) / kTileRows + n_expert;
+}
+
+}  // namespace
+
+size_t ExpertTileBytes(int64_t tasks, int n_expert) {
+  return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert)) * sizeof(int32_t);
+}
+
+bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                  const ActRows& x, int64_t rows, float* y, cudaStream_t stream) {
+  if (!DeviceHasIntMma()) return false;
+  return DispatchIntFormat(type, [&](auto f) {
+    const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
+    Launch<decltype(f)>(w, row_bytes, k, n_out, x, map,
+                        static_cast<unsigned>(CeilDiv(rows, kTileRows)), y, stream);
+  });
+}
+
+bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x, void* tiles,
+                         cudaStream_t stream) {
+  if (!DeviceHasIntMma() || !m.experts || m.ids || n_expert > kMaxMmaExperts) return false;
+  const int64_t max_tiles = MaxTiles(m.tasks, n_expert);
+  auto* perm = static_cast<int32_t*>(tiles);
+  int32_t* tile_expert = perm + m.tasks;
+  int32_t* tile_start = tile_expert + max_tiles;
+  int32_t* tile_count = tile_start + max_tiles;
+  return DispatchIntFormat(m.type, [&](auto f) {
+    ExpertTilesKernel<<<1, kMaxMmaExperts, 0, stream>>>(m.experts, m.tasks, n_expert, max_tiles,
+                                                        perm, tile_expert, tile_start, tile_count);
+    LS_CUDA_LAUNCHED();
+    const MmaRows map{perm,    tile_expert, tile_start, tile_count, m.rows_per_expert,
+                      m.x_div, m.tasks};
+    Launch<decltype(f)>(m.w, m.row_bytes, m.k, m.n_out, x, map, static_cast<unsigned>(max_tiles),
+                        m.y, stream);
+  });
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,34 @@
+// Launcher of the integer path's tensor-core kernel (matmul_mma.cu): the same outputs as the
+// dp4a kernels of matmul_int.cu, bit for bit, with weights read once per 32 activation rows.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/matmul.h"
+#include "backend/cuda/matmul_int.h"
+#include "core/dtype.h"
+
+namespace lockstep::backend::cuda {
+
+// Fewest rows for which the integer path uses the tensor-core kernel.
+inline constexpr int64_t kMmaMinRows = 16;
+
+// y = x · Wᵀ over activation rows already quantized for `type` (x); false, launching nothing,
+// if the type has no integer-path kernel or the device no int8 MMA (before sm_80).
+bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                  const ActRows& x, int64_t rows, float* y, cudaStream_t stream);
+
+// Device bytes of the tile table LaunchIntMmaGrouped builds for `tasks` tasks over n_expert.
+size_t ExpertTileBytes(int64_t tasks, int n_expert);
+
+// The gathered form for expert tasks (m.experts set, m.ids null): tasks grouped by expert into
+// tiles (a table built on the device in `tiles`, ExpertTileBytes), each tile one tensor-core
+// block reading its expert's weights once. Same bits as the gathered dp4a kernel. False,
+// launching nothing, where LaunchIntMma would be false or the form is not expert tasks.
+bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x, void* tiles,
+                         cudaStream_t stream);
+
+}  // namespace lockstep::backend::cuda
