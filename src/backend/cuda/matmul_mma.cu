@@ -150,6 +150,50 @@ struct TreeAcc {
   __device__ float Total() const { return __fadd_rn(half0, half1); }
 };
 
+// A 256-element block's contributions (one per accumulator element): the integer mins as 8-term
+// dots of the columns' sub-block mins with the rows' 32-level sums, then the CPU's float
+// expression. Per-column and per-row values are read once.
+__device__ __forceinline__ int Dot8(const int4 (&a)[2], const int4 (&b)[2]) {
+  return a[0].x * b[0].x + a[0].y * b[0].y + a[0].z * b[0].z + a[0].w * b[0].w + a[1].x * b[1].x +
+         a[1].y * b[1].y + a[1].z * b[1].z + a[1].w * b[1].w;
+}
+
+template <class F>
+__device__ __forceinline__ void Epilogue256(const Smem& sm, int warp, int g8, int tig,
+                                            const int (&isum)[4][4], float (&acc)[4][4]) {
+  const int cols[2] = {16 * warp + g8, 16 * warp + g8 + 8};
+  float d[2], dmin[2];
+  int4 mins[2][2] = {};
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    d[h] = sm.w_d[cols[h]][0], dmin[h] = sm.w_dmin[cols[h]][0];
+    if (F::kMin) {
+      mins[h][0] = *reinterpret_cast<const int4*>(&sm.w_min[cols[h]][0]);
+      mins[h][1] = *reinterpret_cast<const int4*>(&sm.w_min[cols[h]][4]);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = 8 * nt + 2 * tig + rr;
+      const float dx = sm.x_d[r][0];
+      int4 bsum[2] = {};
+      if (F::kMin) {
+        bsum[0] = *reinterpret_cast<const int4*>(&sm.x_bsum[r][0]);
+        bsum[1] = *reinterpret_cast<const int4*>(&sm.x_bsum[r][4]);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = 2 * h + rr;
+        const float contribution =
+            F::kMin ? intq::CombineMin(d[h], dmin[h], dx, isum[nt][e], Dot8(mins[h], bsum))
+                    : intq::Combine(d[h], dx, isum[nt][e]);
+        acc[nt][e] = __fadd_rn(acc[nt][e], contribution);
+      }
+    }
+}
+
 template <class F>
 __global__ void __launch_bounds__(kThreads)
     IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
@@ -182,7 +226,7 @@ __global__ void __launch_bounds__(kThreads)
       __syncthreads();
       StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
       __syncthreads();
-      int isum[4][4] = {}, imin[4][4] = {};
+      int isum[4][4] = {};
       for (int s = 0; s < kSubs; ++s) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -212,24 +256,7 @@ __global__ void __launch_bounds__(kThreads)
             }
         }
       }
-      if (F::kElems == 256) {
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
-            float contribution;
-            if (F::kMin) {
-#pragma unroll
-              for (int j = 0; j < kSubs; ++j) imin[nt][e] += sm.w_min[c][j] * sm.x_bsum[r][j];
-              contribution = intq::CombineMin(sm.w_d[c][0], sm.w_dmin[c][0], sm.x_d[r][0],
-                                              isum[nt][e], imin[nt][e]);
-            } else {
-              contribution = intq::Combine(sm.w_d[c][0], sm.x_d[r][0], isum[nt][e]);
-            }
-            acc[nt][e] = __fadd_rn(acc[nt][e], contribution);
-          }
-      }
+      if (F::kElems == 256) Epilogue256<F>(sm, warp, g8, tig, isum, acc);
     }
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt)
