@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "kv/kv_cache.h"
 #include "quant/quant.h"
+#include "testing/backends.h"
 #include "testing/encode.h"
 #include "testing/random.h"
 #if LOCKSTEP_HAS_CUDA
@@ -71,13 +72,9 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override {
-#if LOCKSTEP_HAS_CUDA
-    auto be = backend::CudaBackend::Create(0);
-    if (!be.ok()) GTEST_SKIP() << "SKIPPED (no CUDA device): " << be.status().message();
-    gpu_ = std::move(be).value();
-#else
-    GTEST_SKIP() << "SKIPPED (no CUDA device): lockstep was built without the CUDA backend";
-#endif
+    std::string why;
+    gpu_ = testing::CudaBackendOrWhyNot(&why);
+    if (!gpu_) GTEST_SKIP() << "SKIPPED (no CUDA device): " << why;
   }
 
   Tensor Upload(const std::vector<float>& v, int64_t rows, int64_t cols) {

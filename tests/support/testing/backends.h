@@ -1,6 +1,8 @@
 // Test backends that break lockstep's rules on purpose, for negative controls.
 #pragma once
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -10,6 +12,19 @@
 #endif
 
 namespace lockstep::testing {
+
+// The CUDA backend on device 0 for a GPU test, or null with the reason there is none (the test
+// shows it on its visible "SKIPPED (no CUDA device): ..." line).
+inline std::unique_ptr<backend::Backend> CudaBackendOrWhyNot(std::string* why) {
+#if LOCKSTEP_HAS_CUDA
+  auto be = backend::CudaBackend::Create(0);
+  if (be.ok()) return std::move(be).value();
+  *why = std::string(be.status().message());
+#else
+  *why = "lockstep was built without the CUDA backend";
+#endif
+  return nullptr;
+}
 
 // A backend whose matmul sums in reverse order when a call carries more than one row: the kind
 // of shape-dependent kernel choice lockstep forbids. Verify and prefill rows then differ in the
