@@ -267,12 +267,12 @@ TEST_F(ServeLimits, MalformedFloodWhileHealthAnswers) {
     n += 3;
   }
   // A client that stops halfway through its headers is dropped: after --read-timeout (1 s here)
-  // the request fails, and the connection closes once the keep-alive wait (5 s) has passed.
+  // it gets 408 and its connection is closed (tests/serve_slowloris_test.cpp: trickling ones).
   const auto t0 = std::chrono::steady_clock::now();
   const int slow =
       RawRequest(server_->port(), "POST /completion HTTP/1.1\r\nHost: x\r\nContent-", false, 10s);
   EXPECT_TRUE(slow == 0 || (slow >= 400 && slow < 500)) << slow;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   refused += slow == 0 || slow >= 400;
   ++n;
   std::printf(

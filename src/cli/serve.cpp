@@ -72,6 +72,11 @@ void AddOptions(CLI::App& app, Args& a) {
                  "seconds a client may stay silent while sending a request")
       ->check(FiniteNumber() & CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  app.add_option("--header-timeout", a.server.header_timeout_s,
+                 "seconds a client may take to send a request's line and headers, from its "
+                 "first byte (then 408 and the connection closes)")
+      ->check(FiniteNumber() & CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   app.add_option("--temp", a.server.defaults.temperature, "default temperature (0 = greedy)")
       ->check(FiniteNumber() & CLI::Range(0.0f, 100.0f))
       ->capture_default_str();

@@ -9,12 +9,14 @@
 #include <thread>
 
 #include "server/context.h"
+#include "server/intake.h"
 
 namespace lockstep::server {
 
 struct Server::Impl {
+  explicit Impl(const IntakeOptions& intake) : http(intake) {}
   Context ctx;
-  httplib::Server http;
+  HttpServer http;     // destroyed first: its workers run handlers that use ctx
   int listen_fd = -1;  // kept to widen httplib's listen backlog after it binds
   std::mutex stop_mu;
   bool stopped = false;
@@ -41,17 +43,24 @@ bool Authorized(const ServerConfig& config, const httplib::Request& req) {
   return auth.rfind(prefix, 0) == 0 && SameKey(auth.substr(prefix.size()), config.api_key);
 }
 
+Clock::duration FromSeconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+IntakeOptions Intake(const ServerConfig& c, int n_slots) {
+  IntakeOptions o;
+  o.workers = c.http_threads > 0 ? static_cast<size_t>(c.http_threads)
+                                 : static_cast<size_t>(n_slots + c.max_queue + 8);
+  o.head_timeout = FromSeconds(c.header_timeout_s);
+  o.read_timeout = FromSeconds(c.read_timeout_s);
+  o.write_timeout = std::chrono::seconds(30);
+  o.keep_alive = std::chrono::seconds(5);
+  return o;
+}
+
 void Configure(httplib::Server& http, Context& ctx) {
   const ServerConfig& c = ctx.config;
-  const size_t threads = c.http_threads > 0
-                             ? static_cast<size_t>(c.http_threads)
-                             : static_cast<size_t>(ctx.scheduler->n_slots() + c.max_queue + 8);
-  http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http.set_payload_max_length(c.max_body);
-  const auto read_timeout = std::chrono::milliseconds(static_cast<int64_t>(c.read_timeout_s * 1e3));
-  http.set_read_timeout(read_timeout);
-  http.set_write_timeout(std::chrono::seconds(30));
-  http.set_keep_alive_timeout(5);
   http.set_pre_routing_handler([&ctx](const httplib::Request& req, httplib::Response& res) {
     if (Authorized(ctx.config, req)) return httplib::Server::HandlerResponse::Unhandled;
     res.set_header("WWW-Authenticate", "Bearer");
@@ -87,7 +96,7 @@ void Configure(httplib::Server& http, Context& ctx) {
 }  // namespace
 
 Server::Server(const ServedModel& served, const ServerConfig& config)
-    : impl_(std::make_unique<Impl>()) {
+    : impl_(std::make_unique<Impl>(Intake(config, served.engine->options().n_seq_max))) {
   Context& ctx = impl_->ctx;
   ctx.served = served;
   ctx.config = config;
@@ -109,6 +118,8 @@ Server::~Server() {
 
 Expected<int> Server::Bind() {
   const ServerConfig& c = impl_->ctx.config;
+  if (!impl_->http.is_valid())
+    return Status::Errorf("cannot create the server's event descriptors");
   impl_->http.set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);
     impl_->listen_fd = sock;
@@ -129,6 +140,7 @@ Expected<int> Server::Bind() {
 
 void Server::Run() {
   impl_->http.listen_after_bind();
+  impl_->http.Shutdown();  // also when listening failed: nothing else would stop the intake
 }
 
 void Server::Stop() {
@@ -145,6 +157,7 @@ void Server::Stop() {
   while (impl_->ctx.open_streams.load() > 0 && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   impl_->http.stop();
+  impl_->http.StopIntake();  // waits end: trickling or stalled clients cannot delay Run's return
 }
 
 }  // namespace lockstep::server

@@ -20,11 +20,12 @@ struct ServerConfig {
   int port = 8080;      // 0: any free port (Bind returns it)
   std::string api_key;  // empty: no authentication
   size_t max_body = 1 << 20;
-  int max_queue = 64;          // requests waiting for a slot before 429
-  double timeout_s = 600;      // per request, from submission
-  double read_timeout_s = 10;  // a client that sends nothing for this long is dropped
-  int http_threads = 0;        // 0: slots + queue + a few for health and metrics
-  std::string chat_template;   // empty: the model's own
+  int max_queue = 64;            // requests waiting for a slot before 429
+  double timeout_s = 600;        // per request, from submission
+  double read_timeout_s = 10;    // a client that sends nothing for this long is dropped
+  double header_timeout_s = 10;  // a request's head (request line and headers), first byte to end
+  int http_threads = 0;          // 0: slots + queue + a few for health and metrics
+  std::string chat_template;     // empty: the model's own
   RequestDefaults defaults;
 };
 

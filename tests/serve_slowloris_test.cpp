@@ -1,0 +1,404 @@
+// `lockstep serve` against slow clients: a request head must arrive within --header-timeout
+// (re-armed per keep-alive request) and stay within 100 lines and 64 KiB, and three times the
+// HTTP thread pool of trickling clients starve no route, with negative controls (a long deadline
+// keeps the trickler open; plain cpp-httplib is starved by the same clients).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "server/head_scan.h"
+#include "testing/run_cli.h"
+#include "testing/serve.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+std::string ModelPath() {
+  return fmt::format("{}/models/lockstep-code-target.gguf", LOCKSTEP_SOURCE_DIR);
+}
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+int ConnectLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads one response (head and Content-Length body) within `wait`; its status, 0 if the
+// connection closed or the time ran out before a whole one came.
+int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nullptr) {
+  std::string in;
+  const auto until = Clock::now() + wait;
+  while (Clock::now() < until) {
+    const size_t head = in.find("\r\n\r\n");
+    if (head != std::string::npos) {
+      const size_t at = in.find("Content-Length: ");
+      const size_t length = at < head ? std::stoul(in.substr(at + 16)) : 0;
+      if (in.size() >= head + 4 + length) {
+        if (body) *body = in.substr(head + 4, length);
+        return in.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(in.c_str() + 9) : 0;
+      }
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return 0;
+    in.append(buf, static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+// Sends `bytes` whole on a fresh connection and reads the response.
+int RawStatus(int port, const std::string& bytes, std::string* body = nullptr) {
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) return -1;
+  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  const int status = ReadResponse(fd, 3s, body);
+  ::close(fd);
+  return status;
+}
+
+// Slowloris clients: each sends `prefix` (a request line and the start of a header, or a whole
+// head and the start of a body), then one byte every `every`. One thread drives them all (for
+// at most a minute) and notes when the server closes each.
+class Tricklers {
+ public:
+  Tricklers(int port, int n, const std::string& prefix, std::chrono::milliseconds every) {
+    for (int i = 0; i < n; ++i) {
+      Conn c;
+      c.fd = ConnectLoopback(port);
+      c.connected = Clock::now();
+      if (c.fd >= 0) ::send(c.fd, prefix.data(), prefix.size(), MSG_NOSIGNAL);
+      conns_.push_back(c);
+    }
+    thread_ = std::thread([this, every] { Drive(every); });
+  }
+  ~Tricklers() { Close(); }
+  void Close() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    for (Conn& c : conns_)
+      if (c.fd >= 0) ::close(std::exchange(c.fd, -1));
+  }
+  int Open() const {
+    std::lock_guard lock(mu_);
+    int open = 0;
+    for (const Conn& c : conns_) open += c.fd >= 0 && c.closed_after < 0;
+    return open;
+  }
+  // Seconds from connecting until the server closed connection i (-1: still open).
+  double ClosedAfter(size_t i) const {
+    std::lock_guard lock(mu_);
+    return conns_[i].closed_after;
+  }
+  std::string Reply(size_t i) const {
+    std::lock_guard lock(mu_);
+    return conns_[i].reply;
+  }
+
+ private:
+  struct Conn {
+    int fd = -1;
+    Clock::time_point connected;
+    double closed_after = -1;
+    std::string reply;
+  };
+  void Drive(std::chrono::milliseconds every) {
+    const auto until = Clock::now() + 60s;
+    auto next_byte = Clock::now() + every;
+    while (!stop_ && Clock::now() < until) {
+      std::this_thread::sleep_for(5ms);
+      const bool send_now = Clock::now() >= next_byte;
+      if (send_now) next_byte += every;
+      std::lock_guard lock(mu_);
+      for (Conn& c : conns_)
+        if (c.fd >= 0 && c.closed_after < 0 && Gone(c, send_now))
+          c.closed_after = Since(c.connected);
+    }
+  }
+  static bool Gone(Conn& c, bool send_now) {
+    char buf[1024];
+    ssize_t n;
+    while ((n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+      c.reply.append(buf, static_cast<size_t>(n));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+    return send_now && ::send(c.fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
+  }
+  mutable std::mutex mu_;
+  std::vector<Conn> conns_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+const std::string kHeadPrefix = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+
+testing::ServeSetup ServerWithDeadline(double header_timeout_s) {
+  testing::ServeSetup s;
+  s.model = ModelPath();
+  s.parallel = 1;
+  s.ctx = 512;
+  s.config.max_queue = 1;  // HTTP workers: 1 slot + 1 queued + 8 = 10
+  s.config.header_timeout_s = header_timeout_s;
+  return s;
+}
+
+// The scanner finds the head's end exactly where httplib stops reading it.
+TEST(ServeHead, ScannerEndsTheHeadWhereHttplibDoes) {
+  using server::HeadScanner;
+  using server::HeadState;
+  const server::HeadLimits limits{100, 64 << 10};
+  const std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nA: b\r\n\r\n";
+  HeadScanner whole(limits);
+  EXPECT_EQ(whole.Scan(head + "{\"body\": 1}"), HeadState::kComplete);
+  EXPECT_EQ(whole.head_size(), head.size());
+  EXPECT_EQ(whole.header_lines(), 2u);
+  HeadScanner trickled(limits);  // byte by byte: complete only at the last byte of the head
+  for (size_t n = 1; n < head.size(); ++n)
+    ASSERT_EQ(trickled.Scan(std::string_view(head).substr(0, n)), HeadState::kIncomplete) << n;
+  EXPECT_EQ(trickled.Scan(head), HeadState::kComplete);
+  EXPECT_EQ(trickled.head_size(), head.size());
+  // A line without '\r' does not end the head (httplib skips it); a bare request line does.
+  HeadScanner lf(limits);
+  EXPECT_EQ(lf.Scan("GET / HTTP/1.1\r\nHost: x\n\n"), HeadState::kIncomplete);
+  EXPECT_EQ(lf.Scan("GET / HTTP/1.1\r\nHost: x\n\n\r\n"), HeadState::kComplete);
+  EXPECT_EQ(lf.header_lines(), 2u);
+  HeadScanner bare(limits);
+  EXPECT_EQ(bare.Scan("GET / HTTP/1.1\nHost: x\n\n"), HeadState::kComplete);
+  EXPECT_EQ(bare.head_size(), 15u);
+  // Limits: 100 header lines pass, the 101st is refused before the head ends; bytes likewise.
+  std::string lines = "GET / HTTP/1.1\r\n";
+  for (int i = 0; i < 100; ++i) lines += fmt::format("H{}: v\r\n", i);
+  EXPECT_EQ(HeadScanner(limits).Scan(lines + "\r\n"), HeadState::kComplete);
+  EXPECT_EQ(HeadScanner(limits).Scan(lines + "H: v\r\n"), HeadState::kTooLarge);
+  std::string big = "GET / HTTP/1.1\r\nH: ";
+  big += std::string((64 << 10) - big.size() - 4, 'a') + "\r\n\r\n";
+  ASSERT_EQ(big.size(), size_t{64 << 10});
+  EXPECT_EQ(HeadScanner(limits).Scan(big), HeadState::kComplete);
+  EXPECT_EQ(HeadScanner(limits).Scan("X" + big), HeadState::kTooLarge);
+  EXPECT_EQ(HeadScanner(limits).Scan(std::string((64 << 10) + 1, 'a')), HeadState::kTooLarge);
+  EXPECT_EQ(HeadScanner(limits).Scan(std::string(64 << 10, 'a')), HeadState::kIncomplete);
+}
+
+// One server with a 1 s header deadline for the cases that only need to talk to it.
+class ServeSlowloris : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!std::filesystem::exists(ModelPath())) return;
+    server_ = new testing::InProcessServer(ServerWithDeadline(1.0));
+    error_ = new std::string(server_->Start());
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete error_;
+    server_ = nullptr;
+    error_ = nullptr;
+  }
+  void SetUp() override {
+    if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no default model";
+    ASSERT_TRUE(error_->empty()) << *error_;
+  }
+  static testing::InProcessServer* server_;
+  static std::string* error_;
+};
+testing::InProcessServer* ServeSlowloris::server_ = nullptr;
+std::string* ServeSlowloris::error_ = nullptr;
+
+TEST_F(ServeSlowloris, TricklingHeadIsClosedAtTheDeadline) {
+  Tricklers t(server_->port(), 1, kHeadPrefix, 200ms);
+  const auto t0 = Clock::now();
+  while (t.Open() > 0 && Since(t0) < 5) std::this_thread::sleep_for(10ms);
+  const double closed = t.ClosedAfter(0);
+  const std::string reply = t.Reply(0);  // 408, unless the close overtook it (a reset)
+  std::printf(
+      "[ serve ] a head trickled at 1 byte / 200 ms was closed after %.2f s "
+      "(--header-timeout 1), %s\n",
+      closed, reply.empty() ? "without a response" : reply.substr(0, 25).c_str());
+  EXPECT_GE(closed, 0.95);
+  EXPECT_LE(closed, 2.0);
+  EXPECT_TRUE(reply.empty() || reply.rfind("HTTP/1.1 408 ", 0) == 0) << reply;
+  if (!reply.empty()) {
+    EXPECT_NE(reply.find("--header-timeout"), std::string::npos) << reply;
+  }
+  EXPECT_EQ(RawStatus(server_->port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+}
+
+// A slow client whose every head arrives within the deadline is served, on one keep-alive
+// connection that lives longer than the deadline: the deadline is per request.
+TEST_F(ServeSlowloris, SlowHeadsWithinTheDeadlineAreServed) {
+  const int fd = ConnectLoopback(server_->port());
+  ASSERT_GE(fd, 0);
+  const auto t0 = Clock::now();
+  for (int k = 0; k < 3; ++k) {
+    const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const auto sent = Clock::now();
+    for (char c : req) {  // about 0.5 s a head
+      ASSERT_EQ(::send(fd, &c, 1, MSG_NOSIGNAL), 1);
+      std::this_thread::sleep_for(15ms);
+    }
+    std::string body;
+    EXPECT_EQ(ReadResponse(fd, 3s, &body), 200) << "request " << k;
+    EXPECT_EQ(json::parse(body, nullptr, false).value("status", ""), "ok") << body;
+    std::printf("[ serve ] slow head %d: %zu bytes sent over %.2f s, answered\n", k, req.size(),
+                Since(sent));
+  }
+  ::close(fd);
+  EXPECT_GT(Since(t0), 1.2);  // the connection outlived one deadline
+}
+
+TEST_F(ServeSlowloris, OversizedHeadsGet431) {
+  const std::string start = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+  auto with = [&](int lines, size_t each) {
+    std::string r = start;
+    for (int i = 0; i < lines; ++i) r += fmt::format("H{:03}: {}\r\n", i, std::string(each, 'v'));
+    return r + "\r\n";
+  };
+  // 100 header lines in all (Host and Connection included) pass; 101 do not.
+  EXPECT_EQ(RawStatus(server_->port(), with(98, 1)), 200);
+  std::string body;
+  EXPECT_EQ(RawStatus(server_->port(), with(99, 1), &body), 431);
+  EXPECT_EQ(json::parse(body, nullptr, false)["error"]["code"], 431) << body;
+  // Under 64 KiB in all passes (each line under httplib's own 8 KiB limit); over it does not.
+  EXPECT_LT(with(9, 7000).size(), size_t{64 << 10});
+  EXPECT_EQ(RawStatus(server_->port(), with(9, 7000)), 200);
+  EXPECT_GT(with(10, 7000).size(), size_t{64 << 10});
+  EXPECT_EQ(RawStatus(server_->port(), with(10, 7000)), 431);
+}
+
+// Three times the HTTP thread pool of header tricklers, and two clients trickling a body (each
+// holds a worker: --read-timeout is per read), while /health and a completion still answer at
+// once; Stop then returns promptly with all of them connected, and closes them.
+TEST_F(ServeSlowloris, TricklersDoNotStarveTheRoutes) {
+  testing::InProcessServer server(ServerWithDeadline(30));
+  ASSERT_EQ(server.Start(), "");
+  constexpr int kWorkers = 10;
+  Tricklers heads(server.port(), 3 * kWorkers, kHeadPrefix, 200ms);
+  Tricklers bodies(server.port(), 2,
+                   "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Content-Length: 100000\r\n\r\n{\"prompt\": \"",
+                   200ms);
+  std::this_thread::sleep_for(600ms);
+  auto c = server.Client();
+  c->set_read_timeout(10, 0);
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = Clock::now();
+    auto res = c->Get("/health");
+    const double took = Since(t0);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_LT(took, 2.0);
+    std::printf("[ serve ] /health with %d tricklers: %.3f s\n", 3 * kWorkers + 2, took);
+  }
+  const auto t0 = Clock::now();
+  auto res = testing::PostJson(
+      *c, "/v1/completions", {{"prompt", "def add(a, b):"}, {"max_tokens", 4}, {"temperature", 0}});
+  const double took = Since(t0);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_LT(took, 5.0);
+  std::printf("[ serve ] /v1/completions (4 tokens) with the tricklers: %.3f s\n", took);
+  EXPECT_EQ(heads.Open(), 3 * kWorkers);  // they were all still connected meanwhile
+  EXPECT_EQ(bodies.Open(), 2);
+  const auto s0 = Clock::now();
+  server.Stop();
+  const double stop = Since(s0);
+  std::printf("[ serve ] Stop with %d tricklers connected: %.3f s\n", heads.Open() + 2, stop);
+  EXPECT_LT(stop, 2.0);
+  const auto c0 = Clock::now();
+  while ((heads.Open() > 0 || bodies.Open() > 0) && Since(c0) < 2)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(heads.Open(), 0);
+  EXPECT_EQ(bodies.Open(), 0);
+}
+
+// Negative control of the deadline test: with --header-timeout 30 the same trickler is still
+// connected when the deadline test's 2 s bound has passed.
+TEST_F(ServeSlowloris, LongDeadlineKeepsTheTricklerNegativeControl) {
+  testing::InProcessServer server(ServerWithDeadline(30));
+  ASSERT_EQ(server.Start(), "");
+  Tricklers t(server.port(), 1, kHeadPrefix, 200ms);
+  std::this_thread::sleep_for(2100ms);
+  EXPECT_EQ(t.Open(), 1);
+  EXPECT_EQ(t.ClosedAfter(0), -1);
+  std::printf(
+      "[ serve ] negative control: with --header-timeout 30 the trickler is open after "
+      "2.1 s: %s\n",
+      t.Open() == 1 ? "yes" : "no");
+}
+
+// Negative control of the starvation test: cpp-httplib's own server, with the same 10 threads
+// and a 1 s read timeout, does not answer /health while the same 30 tricklers are connected.
+TEST(ServeSlowlorisControl, PlainHttplibIsStarvedNegativeControl) {
+  httplib::Server plain;
+  plain.new_task_queue = [] { return new httplib::ThreadPool(10); };
+  plain.set_read_timeout(1, 0);
+  plain.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\": \"ok\"}", "application/json");
+  });
+  const int port = plain.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread listener([&] { plain.listen_after_bind(); });
+  auto answered = [port] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(1, 500000);
+    auto res = c.Get("/health");
+    return res && res->status == 200;
+  };
+  EXPECT_TRUE(answered());  // it works at all
+  bool starved = false;
+  {
+    Tricklers t(port, 30, kHeadPrefix, 200ms);
+    std::this_thread::sleep_for(600ms);
+    starved = !answered();
+    EXPECT_EQ(t.Open(), 30);
+  }  // the tricklers hang up, which frees httplib's threads
+  EXPECT_TRUE(starved);
+  std::printf(
+      "[ serve ] negative control: plain cpp-httplib (10 threads) with 30 tricklers "
+      "answered /health within 1.5 s: %s\n",
+      starved ? "no" : "yes");
+  plain.stop();
+  listener.join();
+}
+
+TEST(ServeSlowlorisCli, HelpShowsTheHeaderTimeout) {
+  int rc = 0;
+  const std::string help = testing::RunCli(LOCKSTEP_BINARY, "serve --help", &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(help.find("--header-timeout FLOAT:(FINITE) AND (FLOAT in [0.1 - 3600])=10"),
+            std::string::npos)
+      << help;
+}
+
+}  // namespace
+}  // namespace lockstep
