@@ -319,14 +319,17 @@ TEST_F(CudaOps, RmsNormOfWholeRowsIsAccurateAndRowInvariant) {
         << "row " << r;
 }
 
-// Attention over paged (full) and ring (sliding) layers, F32 and F16 caches: close to the CPU,
-// and every query row's bits the same alone as in the batch.
-TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
-  const int n_head = 4, n_head_kv = 2, head_dim = 64, n_ctx = 80, window = 24;
+// Attention over paged (full) and ring (sliding) layers, F32 and F16 caches, two sequences of
+// n_pos positions each: close to the CPU, and every asked query row's bits the same alone as in
+// the batch.
+void CheckAttention(backend::Backend& gpu, backend::Backend& cpu, int n_pos, int window,
+                    const std::vector<int64_t>& asked) {
+  const int n_head = 4, n_head_kv = 2, head_dim = 64, n_ctx = n_pos + 20;
   const int64_t width = n_head_kv * head_dim;
   for (DType cache : {DType::F32, DType::F16}) {
     for (bool sliding : {false, true}) {
-      SCOPED_TRACE(std::string(Name(cache)) + (sliding ? " ring" : " paged"));
+      SCOPED_TRACE(std::string(Name(cache)) + (sliding ? " ring" : " paged") + " over " +
+                   std::to_string(n_pos) + " positions");
       kv::CacheConfig cc;
       cc.layers = {{true, sliding, width, width}};
       cc.n_seq_max = 2;
@@ -334,10 +337,9 @@ TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
       cc.sliding_keep = window + 2;
       cc.max_step_rows = n_ctx;
       cc.type_k = cc.type_v = cache;
-      // Two sequences of 60 positions; queries: the last 6 positions of each.
       std::vector<int32_t> pos, seq;
       for (int s = 0; s < 2; ++s)
-        for (int p = 0; p < 60; ++p) pos.push_back(p), seq.push_back(s);
+        for (int p = 0; p < n_pos; ++p) pos.push_back(p), seq.push_back(s);
       const int64_t n = static_cast<int64_t>(pos.size());
       const auto k = testing::GaussianRow(n * width, 11), v = testing::GaussianRow(n * width, 12);
       const auto q = testing::GaussianRow(n * n_head * head_dim, 13);
@@ -345,7 +347,7 @@ TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
         auto cache_or = kv::KvCache::Create(be, cc);
         CHECK(cache_or.ok());
         kv::KvCache& kvc = **cache_or;
-        for (int s = 0; s < 2; ++s) CHECK(kvc.PrepareWrite(s, 0, 60).ok());
+        for (int s = 0; s < 2; ++s) CHECK(kvc.PrepareWrite(s, 0, n_pos).ok());
         Tensor tk = be.NewTensor(n, width), tv = be.NewTensor(n, width);
         be.FromHost(k, &tk);
         be.FromHost(v, &tv);
@@ -373,13 +375,12 @@ TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
         be.ToHost(out, &o);
         return o;
       };
-      const std::vector<int64_t> asked = {54, 55, 56, 57, 58, 59, 114, 115, 116, 117, 118, 119};
       for (bool self : {true, false}) {
-        const auto all = run(*gpu_, asked, self);
-        const auto ref = run(cpu_, asked, self);
+        const auto all = run(gpu, asked, self);
+        const auto ref = run(cpu, asked, self);
         for (size_t i = 0; i < all.size(); ++i) ASSERT_NEAR(all[i], ref[i], 1e-5f) << i;
         for (size_t i = 0; i < asked.size(); ++i) {
-          const auto one = run(*gpu_, {asked[i]}, self);
+          const auto one = run(gpu, {asked[i]}, self);
           const int64_t w = n_head * head_dim;
           ASSERT_TRUE(
               SameBits(one, std::vector<float>(all.begin() + static_cast<int64_t>(i) * w,
@@ -389,6 +390,23 @@ TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
       }
     }
   }
+}
+
+TEST_F(CudaOps, AttentionIsAccurateAndRowInvariant) {
+  // Queries: the last 6 positions of each of two 60-position sequences.
+  CheckAttention(*gpu_, cpu_, 60, 24, {54, 55, 56, 57, 58, 59, 114, 115, 116, 117, 118, 119});
+}
+
+// Contexts long enough that every split block and warp holds keys and warps fold several
+// segments (the split deals 64 segments of 32 positions), with queries where only some do. The
+// batch of 72 rows (288 queries) takes the one-block-per-query kernel, each row alone the split
+// kernels: their bits must agree.
+TEST_F(CudaOps, AttentionSplitsLongContextsInvariantly) {
+  const int n_pos = 2200;
+  std::vector<int64_t> asked = {1,    31,   32,   255,       256,          700,
+                                2047, 2048, 2199, n_pos + 5, n_pos + 2100, 2 * n_pos - 1};
+  for (int64_t r = 3; asked.size() < 72; r += 71) asked.push_back(r);
+  CheckAttention(*gpu_, cpu_, n_pos, 1500, asked);
 }
 
 // Mixture of experts (fused gate/up, per-expert scale): close to the CPU with F32 experts, and

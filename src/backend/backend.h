@@ -152,6 +152,25 @@ class Backend {
   // angle = pos * base^(-2i/n_rot) / freq_factors[i] (freq_factors may be null).
   virtual void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
                     const Weight* freq_factors) = 0;
+  // Fused pairs the forward pass runs at every layer. The defaults compose the ops above, and a
+  // backend that fuses them must give the same bits (the same float operations in the same
+  // order, with no intermediate rounding the pair would not do).
+  // y = RmsNorm(x) over whole rows with weight w (no extra scale) + residual: a residual
+  // connection's norm and sum. y may be x, never the residual.
+  virtual void RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
+                          Tensor* y) {
+    CHECKF(y->data() != residual.data(), "rms_norm_add: the output overwrites the residual");
+    RmsNorm(x, w, eps, x.cols(), 1.0f, y);
+    Add(*y, residual, y);
+  }
+  // RmsNorm over heads of head_dim (weight w), then NEOX RoPE on them: a query or key
+  // projection's per-head norm and rotation. y may be x.
+  virtual void RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,
+                           std::span<const int32_t> pos, int n_rot, float base,
+                           const Weight* freq_factors, Tensor* y) {
+    RmsNorm(x, w, eps, head_dim, 1.0f, y);
+    Rope(y, pos, head_dim, n_rot, base, freq_factors);
+  }
   virtual void Add(const Tensor& a, const Tensor& b, Tensor* y) = 0;
   // y = a * s where s is a scalar held in a 1-element weight (layer_output_scale).
   virtual void ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) = 0;

@@ -57,10 +57,9 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
             w.ffn_down_exps_scale ? &w.ffn_down_exps_scale : nullptr, ctx.c.n_expert_used,
             &moe_out);
   ctx.Emit(il, "ffn_moe_out", moe_out);
-  Tensor moe_post = ctx.View(a.moe_post_norm, d);
-  be.RmsNorm(moe_out, &w.post_ffw_norm_2, eps, d, 1.0f, &moe_post);
+  // The routed experts' output, normalised, added to the shared MLP's.
   Tensor sum = ctx.View(a.ffn_sum, d);
-  be.Add(mlp_post, moe_post, &sum);
+  be.RmsNormAdd(moe_out, &w.post_ffw_norm_2, eps, mlp_post, &sum);
   return sum;
 }
 
@@ -90,14 +89,13 @@ Tensor AttentionBlock(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv)
     if (!l.v_from_k) qkv[n_qkv++] = {&w.attn_v, &v};
   }
   be.MatMuls(attn_norm, std::span(qkv, n_qkv));
-  be.RmsNorm(q, &w.attn_q_norm, eps, l.head_dim, 1.0f, &q);
-  be.Rope(&q, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
+  be.RmsNormRope(q, &w.attn_q_norm, eps, l.head_dim, ctx.rows.pos, l.n_rot, l.rope_base, freqs, &q);
   ctx.Emit(il, "q", q);
   if (kv.write) {
     if (l.v_from_k) be.CopyCols(k, 0, kv_width, &v);  // K=V layers: V is the raw K projection
-    be.RmsNorm(k, &w.attn_k_norm, eps, l.head_dim, 1.0f, &k);
+    be.RmsNormRope(k, &w.attn_k_norm, eps, l.head_dim, ctx.rows.pos, l.n_rot, l.rope_base, freqs,
+                   &k);
     be.RmsNorm(v, nullptr, eps, l.head_dim, 1.0f, &v);
-    be.Rope(&k, ctx.rows.pos, l.head_dim, l.n_rot, l.rope_base, freqs);
     ctx.Emit(il, "k", k);
     ctx.Emit(il, "v", v);
     be.KvWrite(kv.store->View(kv.layer), k, v, ctx.rows);
@@ -109,8 +107,7 @@ Tensor AttentionBlock(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv)
   Tensor attn_proj = ctx.View(a.attn_proj, d);
   be.MatMul(w.attn_output, attn, &attn_proj);
   Tensor attn_out = ctx.View(a.attn_out, d);
-  be.RmsNorm(attn_proj, &w.post_attention_norm, eps, d, 1.0f, &attn_out);
-  be.Add(attn_out, x, &attn_out);
+  be.RmsNormAdd(attn_proj, &w.post_attention_norm, eps, x, &attn_out);
   ctx.Emit(il, "attn_out", attn_out);
   return attn_out;
 }
@@ -126,8 +123,7 @@ void DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
 
   const Tensor attn_out = AttentionBlock(ctx, il, x, kv);
   const Tensor ffn = FeedForward(ctx, il, attn_out);
-  be.RmsNorm(ffn, &w.post_ffw_norm, eps, d, 1.0f, out);
-  be.Add(*out, attn_out, out);
+  be.RmsNormAdd(ffn, &w.post_ffw_norm, eps, attn_out, out);
   ctx.Emit(il, "ffn_out", *out);
 
   if (per_layer) {  // per-layer embeddings (E2B/E4B)

@@ -41,7 +41,6 @@ Workspace::Workspace(backend::Backend& be, const ModelConfig& c, int max_rows, i
     a.router_logits = rows(c.n_expert);
     a.moe_in = rows(d);
     a.moe_out = rows(d);
-    a.moe_post_norm = rows(d);
     a.ffn_sum = rows(d);
   }
   if (c.n_embd_per_layer > 0) {

@@ -19,7 +19,7 @@ struct Activations {
   backend::Tensor attn_norm, q, k, v, attn, attn_proj, attn_out;
   backend::Tensor ffn_norm, ffn_gate, ffn_up, ffn_act, ffn_mlp;
   // Routed experts beside the shared MLP (MoE layers).
-  backend::Tensor mlp_post_norm, router_in, router_logits, moe_in, moe_out, moe_post_norm, ffn_sum;
+  backend::Tensor mlp_post_norm, router_in, router_logits, moe_in, moe_out, ffn_sum;
   // Per-layer embeddings.
   backend::Tensor per_layer_tok, per_layer_proj, per_layer_inp, ple_gate, ple_slice, ple_mixed,
       ple_proj;

@@ -1,8 +1,9 @@
-// KV writes and attention. A query row is one block per head whose warps split the keys at fixed
-// positions (segments of 32, dealt round-robin to 8 warps): each score a per-lane fmaf chain over
-// the head's dims and the fixed butterfly, folded into an online softmax in ascending position,
-// the warps' states merged in warp order. Nothing depends on which other rows share the launch
-// or where the cache keeps a key (ring slot or paged block).
+// KV writes and attention. A query (row, head) is 8 blocks of 8 warps that split its keys at fixed
+// positions (segments of 32, dealt round-robin to the blocks, then to their warps): each score a
+// per-lane fmaf chain over the head's dims and the fixed butterfly, folded into an online softmax
+// in ascending position; the warps' states are merged in warp order, the blocks' in block order.
+// Nothing depends on which other rows share the launch or where the cache keeps a key (ring slot
+// or paged block).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -49,37 +50,51 @@ __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, co
   }
 }
 
-// Keys whose K rows a warp loads together.
-constexpr int kKeys = 8;
-// The split of a query's keys: position t belongs to warp (t / kSegment) % kSplitWarps of the
-// (row, head) block. Fixed by positions alone, so a query's partial sums are the same whatever
-// else the launch carries.
+// Keys whose K and V rows a warp loads together (fewer for wide heads, whose loads fill more
+// registers). The grouping decides only when a key's loads are issued, never how it is folded.
+template <int kDims>
+constexpr int KeysPerLoad() {
+  return kDims <= 8 ? 8 : 4;
+}
+// The split of a query's keys, fixed by positions alone: segment s (positions [32 s, 32 s + 32))
+// belongs to block s % kSplitBlocks of the query's (row, head) blocks and, within it, to warp
+// (s / kSplitBlocks) % kSplitWarps. Each warp folds its segments in ascending position, a block
+// merges its warps' states in warp order, and the merge kernel merges the blocks' states in
+// block order. Nothing depends on the rows or heads sharing the launch, or on the context length
+// (blocks and warps without keys hold the empty state and add nothing).
+constexpr int kSplitBlocks = 8;
 constexpr int kSplitWarps = 8;
 constexpr int kSegment = 32;
 
-// One warp's online softmax over keys [a, b] in ascending order, groups of kKeys: the group's K
-// loads and scores first (memory latency paid once per group), then the folds, each exactly as
-// one key at a time would compute it.
+// One warp's online softmax over keys [a, b] in ascending order: each group's K and V loads are
+// issued together (memory latency paid once per group), then its scores, then the folds, each
+// exactly as one key at a time would compute it.
 template <int kDims>
 __device__ __forceinline__ void FoldKeys(const KvLayerView& kv, int s, int64_t col, int head_dim,
                                          const float* qv, int a, int b, float& m, float& l,
                                          float* acc) {
+  constexpr int kKeys = KeysPerLoad<kDims>();
   const int lane = threadIdx.x % kWarp;
   for (int t0 = a; t0 <= b; t0 += kKeys) {
-    float score[kKeys];
-    int64_t vbase[kKeys];
+    float kval[kKeys][kDims], vval[kKeys][kDims];
 #pragma unroll
     for (int j = 0; j < kKeys; ++j) {
-      const int t = min(t0 + j, b);  // past the end: a repeat, never folded in
-      const int64_t row = KvRow(kv, s, t);
-      vbase[j] = row * kv.v_width + col;
-      const int64_t kbase = row * kv.k_width + col;
-      float part = 0.0f;
+      const int64_t row = KvRow(kv, s, min(t0 + j, b));  // past the end: a repeat, never folded
+      const int64_t kbase = row * kv.k_width + col, vbase = row * kv.v_width + col;
 #pragma unroll
       for (int i = 0; i < kDims; ++i) {
         const int d = lane + kWarp * i;
-        if (d < head_dim) part = fmaf(qv[i], LoadElem(kv.k, kv.type_k, kbase + d), part);
+        kval[j][i] = d < head_dim ? LoadElem(kv.k, kv.type_k, kbase + d) : 0.0f;
+        vval[j][i] = d < head_dim ? LoadElem(kv.v, kv.type_v, vbase + d) : 0.0f;
       }
+    }
+    float score[kKeys];
+#pragma unroll
+    for (int j = 0; j < kKeys; ++j) {
+      float part = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kDims; ++i)
+        if (lane + kWarp * i < head_dim) part = fmaf(qv[i], kval[j][i], part);
       score[j] = WarpSum(part);
     }
 #pragma unroll
@@ -90,34 +105,85 @@ __device__ __forceinline__ void FoldKeys(const KvLayerView& kv, int s, int64_t c
       const float pr = expf(score[j] - m_new);
       l = l * corr + pr;
 #pragma unroll
-      for (int i = 0; i < kDims; ++i) {
-        const int d = lane + kWarp * i;
-        if (d < head_dim) acc[i] = acc[i] * corr + pr * LoadElem(kv.v, kv.type_v, vbase[j] + d);
-      }
+      for (int i = 0; i < kDims; ++i)
+        if (lane + kWarp * i < head_dim) acc[i] = acc[i] * corr + pr * vval[j][i];
       m = m_new;
     }
   }
 }
 
-// One block of kSplitWarps warps per (query row, head). Warp w folds the key segments
-// w, w + 8, ... of the query's range (segments of 32 positions); the warps' partial softmax
-// states are then merged in ascending warp order. kDims: register slots per lane
-// (head_dim <= 32 * kDims).
+// A block's merged softmax state, as the merge kernel reads it: max, sum, then head_dim
+// accumulator values (all relative to the max).
+__host__ __device__ constexpr int64_t PartialFloats(int head_dim) {
+  return 2 + head_dim;
+}
+
+// The block's warp states merged in ascending warp order into one partial state `o` (max, sum,
+// head_dim accumulator values): warps without keys hold m = -inf, l = 0 and add nothing.
 template <int kDims>
-__global__ void __launch_bounds__(kSplitWarps* kWarp)
-    AttentionKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim, int window,
-                    bool include_self, const int32_t* pos, const int32_t* seq, float* out) {
+__device__ __forceinline__ void MergeWarps(const float* part_m, const float* part_l,
+                                           const float (*part_acc)[kDims * kWarp], int head_dim,
+                                           float* o) {
+  float m_blk = -INFINITY;
+#pragma unroll
+  for (int v = 0; v < kSplitWarps; ++v) m_blk = fmaxf(m_blk, part_m[v]);
+  float scale[kSplitWarps], l_blk = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kSplitWarps; ++v) {
+    scale[v] = part_l[v] > 0.0f ? expf(part_m[v] - m_blk) : 0.0f;
+    l_blk = l_blk + part_l[v] * scale[v];
+  }
+  if (threadIdx.x == 0) o[0] = m_blk, o[1] = l_blk;
+  for (int d = threadIdx.x; d < head_dim; d += kSplitWarps * kWarp) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kSplitWarps; ++v) sum = sum + part_acc[v][d] * scale[v];
+    o[2 + d] = sum;
+  }
+}
+
+// The kSplitBlocks partial states at p (PartialFloats apart) merged in split order, the
+// accumulator divided by the total sum, into out[0 .. head_dim): thread `tid` of `threads` writes
+// d = tid, tid + threads, ... (each d's arithmetic is the same for any thread count).
+__device__ __forceinline__ void MergeSplits(const float* p, int head_dim, float* out, int tid,
+                                            int threads) {
+  float m_all = -INFINITY;
+#pragma unroll
+  for (int b = 0; b < kSplitBlocks; ++b) m_all = fmaxf(m_all, p[b * PartialFloats(head_dim)]);
+  float scale[kSplitBlocks], l_all = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kSplitBlocks; ++b) {
+    const float* pb = p + b * PartialFloats(head_dim);
+    scale[b] = pb[1] > 0.0f ? expf(pb[0] - m_all) : 0.0f;
+    l_all = l_all + pb[1] * scale[b];
+  }
+  const float inv = 1.0f / l_all;
+  for (int d = tid; d < head_dim; d += threads) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int b = 0; b < kSplitBlocks; ++b)
+      sum = sum + p[b * PartialFloats(head_dim) + 2 + d] * scale[b];
+    out[d] = sum * inv;
+  }
+}
+
+// kSplitWarps warps fold the key segments that split `split` of query (row, head) `rh` gives
+// them, and their states are merged in warp order into the partial `o`.
+template <int kDims>
+__device__ __forceinline__ void FoldSplit(const float* q, const KvLayerView& kv, int n_head,
+                                          int group, int head_dim, int window, bool include_self,
+                                          const int32_t* pos, const int32_t* seq, int64_t rh,
+                                          int split, float* o) {
   __shared__ float part_m[kSplitWarps], part_l[kSplitWarps];
   __shared__ float part_acc[kSplitWarps][kDims * kWarp];
-  const int64_t r = blockIdx.x / n_head;
-  const int h = static_cast<int>(blockIdx.x % n_head);
+  const int64_t r = rh / n_head;
+  const int h = static_cast<int>(rh % n_head);
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
   const int64_t col = static_cast<int64_t>(h / group) * head_dim;
   const int s = seq[r], p_row = pos[r];
   const int lo = window > 0 ? max(0, p_row - window + 1) : 0;
   const int last = include_self ? p_row : p_row - 1;
-  const float* qh =
-      q + r * static_cast<int64_t>(n_head) * head_dim + static_cast<int64_t>(h) * head_dim;
+  const float* qh = q + rh * head_dim;
   float qv[kDims], acc[kDims];
 #pragma unroll
   for (int i = 0; i < kDims; ++i) {
@@ -127,44 +193,82 @@ __global__ void __launch_bounds__(kSplitWarps* kWarp)
   }
   float m = -INFINITY, l = 0.0f;
   if (last >= lo) {
-    for (int seg = lo / kSegment; seg <= last / kSegment; ++seg) {
-      if (seg % kSplitWarps != w) continue;
+    // This warp's segments: those congruent to its slot modulo the kSplitBlocks * kSplitWarps
+    // slots, in ascending order.
+    constexpr int kSlots = kSplitBlocks * kSplitWarps;
+    const int slot = split + kSplitBlocks * w, seg0 = lo / kSegment;
+    for (int seg = seg0 + ((slot - seg0) % kSlots + kSlots) % kSlots; seg <= last / kSegment;
+         seg += kSlots)
       FoldKeys<kDims>(kv, s, col, head_dim, qv, max(lo, seg * kSegment),
                       min(last, seg * kSegment + kSegment - 1), m, l, acc);
-    }
   }
   if (lane == 0) part_m[w] = m, part_l[w] = l;
 #pragma unroll
   for (int i = 0; i < kDims; ++i) part_acc[w][lane + kWarp * i] = acc[i];
   __syncthreads();
-  // Merge in warp order: warps without keys hold m = -inf, l = 0 and add nothing.
-  float m_all = -INFINITY;
-#pragma unroll
-  for (int v = 0; v < kSplitWarps; ++v) m_all = fmaxf(m_all, part_m[v]);
-  float scale[kSplitWarps], l_all = 0.0f;
-#pragma unroll
-  for (int v = 0; v < kSplitWarps; ++v) {
-    scale[v] = part_l[v] > 0.0f ? expf(part_m[v] - m_all) : 0.0f;
-    l_all = l_all + part_l[v] * scale[v];
-  }
-  float* o = out + r * static_cast<int64_t>(n_head) * head_dim + static_cast<int64_t>(h) * head_dim;
-  const float inv = 1.0f / l_all;
-  for (int d = threadIdx.x; d < head_dim; d += kSplitWarps * kWarp) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kSplitWarps; ++v) sum = sum + part_acc[v][d] * scale[v];
-    o[d] = sum * inv;
-  }
+  MergeWarps<kDims>(part_m, part_l, part_acc, head_dim, o);
+  __syncthreads();  // the next split reuses part_*
 }
+
+// Few queries (decode, verify): one block per (query, split), each writing its partial for the
+// merge kernel, so a single query's keys spread over kSplitBlocks multiprocessors.
+template <int kDims>
+__global__ void __launch_bounds__(kSplitWarps* kWarp)
+    AttentionSplitKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
+                         int window, bool include_self, const int32_t* pos, const int32_t* seq,
+                         float* partials) {
+  FoldSplit<kDims>(q, kv, n_head, group, head_dim, window, include_self, pos, seq,
+                   blockIdx.x / kSplitBlocks, static_cast<int>(blockIdx.x % kSplitBlocks),
+                   partials + blockIdx.x * PartialFloats(head_dim));
+}
+
+// Many queries (prefill): one block per query runs its splits one after another into shared
+// memory and merges them itself: the same partials and the same merge, so the same bits as the
+// split kernels, without kSplitBlocks times the blocks.
+template <int kDims>
+__global__ void __launch_bounds__(kSplitWarps* kWarp)
+    AttentionWholeKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
+                         int window, bool include_self, const int32_t* pos, const int32_t* seq,
+                         float* out) {
+  __shared__ float splits[kSplitBlocks * PartialFloats(kDims * kWarp)];
+  for (int split = 0; split < kSplitBlocks; ++split)
+    FoldSplit<kDims>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, blockIdx.x,
+                     split, splits + split * PartialFloats(head_dim));
+  MergeSplits(splits, head_dim, out + static_cast<int64_t>(blockIdx.x) * head_dim, threadIdx.x,
+              kSplitWarps * kWarp);
+}
+
+// One block per (row, head): the kSplitBlocks partial states merged in split order.
+constexpr int kMergeThreads = 128;
+__global__ void __launch_bounds__(kMergeThreads)
+    MergeKernel(const float* partials, int head_dim, float* out) {
+  MergeSplits(partials + static_cast<int64_t>(blockIdx.x) * kSplitBlocks * PartialFloats(head_dim),
+              head_dim, out + static_cast<int64_t>(blockIdx.x) * head_dim, threadIdx.x,
+              kMergeThreads);
+}
+
+// Queries per launch from which each query takes one block (the splits then fill the GPU).
+constexpr int64_t kWholeFromQueries = 256;
 
 template <int kDims>
 void Launch(const float* q, const KvLayerView& kv, int n_head, int group, int head_dim, int window,
             bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows, float* out,
-            cudaStream_t stream) {
-  const int64_t blocks = rows * n_head;
-  LS_CUDA_REQUIRE(blocks <= 0x7fffffff, "cuda attention: %lld rows", static_cast<long long>(rows));
-  AttentionKernel<kDims><<<static_cast<unsigned>(blocks), kSplitWarps * kWarp, 0, stream>>>(
-      q, kv, n_head, group, head_dim, window, include_self, pos, seq, out);
+            float* partials, cudaStream_t stream) {
+  const int64_t queries = rows * n_head;
+  LS_CUDA_REQUIRE(queries * kSplitBlocks <= 0x7fffffff, "cuda attention: %lld rows",
+                  static_cast<long long>(rows));
+  if (queries >= kWholeFromQueries) {
+    AttentionWholeKernel<kDims><<<static_cast<unsigned>(queries), kSplitWarps * kWarp, 0, stream>>>(
+        q, kv, n_head, group, head_dim, window, include_self, pos, seq, out);
+    LS_CUDA_LAUNCHED();
+    return;
+  }
+  AttentionSplitKernel<kDims>
+      <<<static_cast<unsigned>(queries * kSplitBlocks), kSplitWarps * kWarp, 0, stream>>>(
+          q, kv, n_head, group, head_dim, window, include_self, pos, seq, partials);
+  LS_CUDA_LAUNCHED();
+  MergeKernel<<<static_cast<unsigned>(queries), kMergeThreads, 0, stream>>>(partials, head_dim,
+                                                                            out);
   LS_CUDA_LAUNCHED();
 }
 
@@ -179,26 +283,38 @@ void LaunchKvWrite(const KvLayerView& kv, const float* k, const float* v, const 
   LS_CUDA_LAUNCHED();
 }
 
+size_t AttentionScratchBytes(int64_t rows, int n_head, int head_dim) {
+  if (rows * n_head >= kWholeFromQueries) return 0;  // the whole kernel keeps them in shared memory
+  return static_cast<size_t>(rows * n_head * kSplitBlocks * PartialFloats(head_dim)) *
+         sizeof(float);
+}
+
 void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
                      int window, bool include_self, const int32_t* pos, const int32_t* seq,
-                     int64_t rows, float* out, cudaStream_t stream) {
+                     int64_t rows, float* out, void* scratch, cudaStream_t stream) {
   LS_CUDA_REQUIRE(n_head_kv > 0 && n_head % n_head_kv == 0 && head_dim > 0,
                   "cuda attention: %d heads, %d kv heads, head_dim %d", n_head, n_head_kv,
                   head_dim);
   if (rows == 0) return;
   const int group = n_head / n_head_kv;
   const int slots = CeilDiv(head_dim, kWarp);
+  float* partials = static_cast<float*>(scratch);
   if (slots <= 1)
-    Launch<1>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, stream);
+    Launch<1>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
+              stream);
   else if (slots <= 2)
-    Launch<2>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, stream);
+    Launch<2>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
+              stream);
   else if (slots <= 4)
-    Launch<4>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, stream);
+    Launch<4>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
+              stream);
   else if (slots <= 8)
-    Launch<8>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, stream);
+    Launch<8>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
+              stream);
   else {
     LS_CUDA_REQUIRE(slots <= 16, "cuda attention: head_dim %d above 512", head_dim);
-    Launch<16>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, stream);
+    Launch<16>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
+               stream);
   }
 }
 

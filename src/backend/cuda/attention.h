@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backend/kv_view.h"
@@ -17,8 +18,11 @@ void LaunchKvWrite(const KvLayerView& kv, const float* k, const float* v, const 
 // Causal attention of each query row over its own sequence's keys (p - window, p] (window <= 0:
 // from 0; without include_self the key at p is skipped), GQA head h reading kv head
 // h / (n_head / n_head_kv), scale 1, softmax accumulated in ascending key position.
+// `scratch` holds AttentionScratchBytes(rows, n_head, head_dim) bytes of device memory (the
+// split's partial softmax states).
+size_t AttentionScratchBytes(int64_t rows, int n_head, int head_dim);
 void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
                      int window, bool include_self, const int32_t* pos, const int32_t* seq,
-                     int64_t rows, float* out, cudaStream_t stream);
+                     int64_t rows, float* out, void* scratch, cudaStream_t stream);
 
 }  // namespace lockstep::backend::cuda

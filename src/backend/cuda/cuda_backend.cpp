@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 
@@ -16,6 +17,7 @@
 #include "backend/cuda/matmul_int.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
+#include "backend/cuda/norm_rope.h"
 #include "backend/cuda/rope.h"
 #include "backend/cuda/select.h"
 #include "core/check.h"
@@ -245,6 +247,35 @@ void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
                x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0]), S(stream_));
 }
 
+void CudaBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
+  const int64_t k = x.cols(), rows = x.rows();
+  std::array<bool, 8> done{};
+  CHECK(outs.size() <= done.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (done[i]) continue;
+    const Weight& wi = *outs[i].w;
+    const int block = IntActivationBlock(wi.type);
+    if (block == 0) {  // float kernels: nothing to share
+      MatMul(wi, x, outs[i].y);
+      continue;
+    }
+    // One quantized copy of x for this weight and every later one of the same block length.
+    const ActRows xq =
+        QuantizeActivations(wi.type, x.data(), rows, k, ActScratch(wi.type, rows, k), S(stream_));
+    for (size_t j = i; j < outs.size(); ++j) {
+      const Weight& w = *outs[j].w;
+      if (done[j] || IntActivationBlock(w.type) != block) continue;
+      Tensor* y = outs[j].y;
+      CHECKF(x.cols() == w.ne[0] && y->cols() == w.n_rows() && y->rows() == rows,
+             "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, rows, x.cols(),
+             y->rows(), y->cols(), w.ne[0]);
+      LaunchIntMatMulQuantized(w.type, w.data, static_cast<int64_t>(w.row_bytes), y->cols(), xq,
+                               rows, y->data(), S(stream_));
+      done[j] = true;
+    }
+  }
+}
+
 void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
                              int64_t ids_per_row, Tensor* y) {
   CHECK(x.cols() == w.ne[0] && y->cols() == ids_per_row && y->rows() == x.rows());
@@ -269,6 +300,33 @@ void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, in
   if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
   LaunchRope(x->data(), pos.data(), x->rows(), x->cols(), head_dim, n_rot, base,
              freq_factors ? static_cast<const float*>(freq_factors->data) : nullptr, S(stream_));
+}
+
+void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
+                             Tensor* y) {
+  CHECK(y->rows() == x.rows() && y->cols() == x.cols() && residual.rows() == x.rows() &&
+        residual.cols() == x.cols());
+  CHECKF(y->data() != residual.data(), "rms_norm_add: the output overwrites the residual");
+  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == x.cols(), "norm weight {}", w->name);
+  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, x.cols(), 1.0f,
+                x.rows(), x.cols(), y->data(), S(stream_), residual.data());
+}
+
+void CudaBackend::RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,
+                              std::span<const int32_t> pos, int n_rot, float base,
+                              const Weight* freq_factors, Tensor* y) {
+  if (!CanFuseNormRope(head_dim, n_rot)) {
+    Backend::RmsNormRope(x, w, eps, head_dim, pos, n_rot, base, freq_factors, y);
+    return;
+  }
+  CHECK(static_cast<int64_t>(pos.size()) == x.rows() && y->rows() == x.rows() &&
+        y->cols() == x.cols());
+  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == head_dim, "norm weight {}", w->name);
+  if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
+  LaunchRmsNormRope(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, head_dim,
+                    pos.data(), n_rot, base,
+                    freq_factors ? static_cast<const float*>(freq_factors->data) : nullptr,
+                    x.rows(), x.cols(), y->data(), S(stream_));
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, Tensor* y) {
@@ -345,7 +403,9 @@ void CudaBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, 
   CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
   CHECK(out->cols() == q.cols() && static_cast<int64_t>(rows.pos.size()) == q.rows());
   LaunchAttention(q.data(), kv, n_head, n_head_kv, head_dim, window, include_self, rows.pos.data(),
-                  rows.seq.data(), q.rows(), out->data(), S(stream_));
+                  rows.seq.data(), q.rows(), out->data(),
+                  Scratch(kAttnPartials, AttentionScratchBytes(q.rows(), n_head, head_dim)),
+                  S(stream_));
 }
 
 }  // namespace lockstep::backend

@@ -44,12 +44,19 @@ class CudaBackend : public Backend {
 
   void GetRows(const Weight& table, std::span<const int32_t> ids, float scale, Tensor* y) override;
   void MatMul(const Weight& w, const Tensor& x, Tensor* y) override;
+  // Integer-path weights of one activation block length quantize x once between them.
+  void MatMuls(const Tensor& x, std::span<const MatMulOut> outs) override;
   void MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
                   int64_t ids_per_row, Tensor* y) override;
   void RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group, float extra_scale,
                Tensor* y) override;
   void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
             const Weight* freq_factors) override;
+  void RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
+                  Tensor* y) override;
+  void RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,
+                   std::span<const int32_t> pos, int n_rot, float base, const Weight* freq_factors,
+                   Tensor* y) override;
   void Add(const Tensor& a, const Tensor& b, Tensor* y) override;
   void ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) override;
   void Scale(const Tensor& a, float s, Tensor* y) override;
@@ -89,8 +96,9 @@ class CudaBackend : public Backend {
     kMoeOut,
     kSelectIdx,
     kSelectScratch,
-    kActQ,      // quantized activation rows of the integer matmul path
-    kMoeTiles,  // expert tile table of the tensor-core MoE matmuls
+    kActQ,          // quantized activation rows of the integer matmul path
+    kMoeTiles,      // expert tile table of the tensor-core MoE matmuls
+    kAttnPartials,  // attention's per-split softmax states
     kScratchSlots
   };
   void* Scratch(ScratchSlot slot, size_t bytes);

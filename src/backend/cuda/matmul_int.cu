@@ -195,14 +195,32 @@ size_t IntActivationBytes(DType t, int64_t rows, int64_t k) {
   return bytes;
 }
 
-void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                     const float* x, int64_t rows, float* y, void* act, cudaStream_t stream) {
-  if (rows == 0 || n_out == 0) return;
+int IntActivationBlock(DType t) {
+  int elems = 0;
+  DispatchIntFormat(t, [&](auto f) { elems = decltype(f)::kElems; });
+  return elems;
+}
+
+ActRows QuantizeActivations(DType type, const float* x, int64_t rows, int64_t k, void* act,
+                            cudaStream_t stream) {
+  ActRows xq{};
   const bool ok = DispatchIntFormat(type, [&](auto f) {
     using F = decltype(f);
     LS_CUDA_REQUIRE(k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
                     static_cast<long long>(k), static_cast<int>(type));
-    const ActRows xq = QuantizeRows<F>(x, rows, k, act, stream);
+    xq = rows == 0 ? ActLayout(F::kElems, rows, k).View(act, k)
+                   : QuantizeRows<F>(x, rows, k, act, stream);
+  });
+  LS_CUDA_REQUIRE(ok, "cuda matmul: type %d is not on the integer path", static_cast<int>(type));
+  return xq;
+}
+
+void LaunchIntMatMulQuantized(DType type, const void* w, int64_t row_bytes, int64_t n_out,
+                              const ActRows& xq, int64_t rows, float* y, cudaStream_t stream) {
+  if (rows == 0 || n_out == 0) return;
+  const int64_t k = xq.k;
+  const bool ok = DispatchIntFormat(type, [&](auto f) {
+    using F = decltype(f);
     // Tensor cores where the device has them: the same bits, weights read once per 32 rows.
     if (rows >= kMmaMinRows && LaunchIntMma(type, w, row_bytes, k, n_out, xq, rows, y, stream))
       return;
@@ -217,6 +235,13 @@ void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, in
       LaunchRows<F, kMaxRows>(w, row_bytes, k, n_out, xq, rows, y, stream);
   });
   LS_CUDA_REQUIRE(ok, "cuda matmul: type %d is not on the integer path", static_cast<int>(type));
+}
+
+void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                     const float* x, int64_t rows, float* y, void* act, cudaStream_t stream) {
+  if (rows == 0 || n_out == 0) return;
+  const ActRows xq = QuantizeActivations(type, x, rows, k, act, stream);
+  LaunchIntMatMulQuantized(type, w, row_bytes, n_out, xq, rows, y, stream);
 }
 
 void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t stream) {

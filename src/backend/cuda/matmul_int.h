@@ -32,6 +32,19 @@ bool HasIntegerPath(DType t);
 // type `t` (the caller's scratch; 0 for types off the integer path).
 size_t IntActivationBytes(DType t, int64_t rows, int64_t k);
 
+// The activation block length of an integer-path type (32 or 256; 0 off the path): weights
+// whose types share it (and the input length) can share one quantized copy of the input.
+int IntActivationBlock(DType t);
+
+// Quantizes `rows` rows of x [rows, k] into `act` (IntActivationBytes(type, rows, k)) as weights
+// of `type` read them.
+ActRows QuantizeActivations(DType type, const float* x, int64_t rows, int64_t k, void* act,
+                            cudaStream_t stream);
+
+// y = x · Wᵀ from activations QuantizeActivations made for a type of the same block length.
+void LaunchIntMatMulQuantized(DType type, const void* w, int64_t row_bytes, int64_t n_out,
+                              const ActRows& xq, int64_t rows, float* y, cudaStream_t stream);
+
 // y = x · Wᵀ as LaunchMatMul, for HasIntegerPath(type); `act` holds IntActivationBytes.
 void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const float* x, int64_t rows, float* y, void* act, cudaStream_t stream);

@@ -10,12 +10,13 @@ namespace {
 constexpr int kWarpsPerBlock = 8;
 
 __global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t group,
-                              float extra_scale, int64_t items, float* y) {
+                              float extra_scale, const float* residual, int64_t items, float* y) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (item >= items) return;
   const float* xg = x + item * group;
   float* yg = y + item * group;
+  const float* rg = residual ? residual + item * group : nullptr;
   float ss = 0.0f;
   // Unrolled so that a lane's loads are in flight together (one warp reads a whole row: the
   // loop would otherwise wait on memory once per element); the fmaf chain keeps its order.
@@ -27,25 +28,43 @@ __global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t
   for (int64_t i = lane; i < group; i += kWarp) {
     float v = xg[i] * inv;
     if (w) v *= w[i];
-    yg[i] = v * extra_scale;
+    v = v * extra_scale;
+    yg[i] = rg ? v + rg[i] : v;
   }
 }
 
 // Long groups (a whole row of 1024 or more): one block of kRowThreads per group, thread t
 // summing elements t, t + kRowThreads, ... (a fmaf chain), the butterfly per warp, then the
-// warp sums in ascending warp order. The order depends on the group length alone.
+// warp sums in ascending warp order. The order depends on the group length alone. kPer > 0:
+// the thread's kPer elements and weights are loaded into registers at once (one memory latency
+// instead of one per unrolled batch; a single block per row is latency-bound); 0: streamed.
 constexpr int kRowThreads = 256;
 constexpr int64_t kLongGroup = 1024;
 
+template <int kPer>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(const float* x, const float* w, float eps, int64_t group, float extra_scale,
-                     float* y) {
+                     const float* residual, float* y) {
   __shared__ float warp_sums[kRowThreads / kWarp];
   const float* xg = x + static_cast<int64_t>(blockIdx.x) * group;
   float* yg = y + static_cast<int64_t>(blockIdx.x) * group;
+  const float* rg = residual ? residual + static_cast<int64_t>(blockIdx.x) * group : nullptr;
+  float xv[kPer > 0 ? kPer : 1], wv[kPer > 0 ? kPer : 1];
   float ss = 0.0f;
+  if constexpr (kPer > 0) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+      xv[j] = i < group ? xg[i] : 0.0f;
+      wv[j] = w && i < group ? w[i] : 1.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (threadIdx.x + static_cast<int64_t>(j) * kRowThreads < group) ss = fmaf(xv[j], xv[j], ss);
+  } else {
 #pragma unroll 4
-  for (int64_t i = threadIdx.x; i < group; i += kRowThreads) ss = fmaf(xg[i], xg[i], ss);
+    for (int64_t i = threadIdx.x; i < group; i += kRowThreads) ss = fmaf(xg[i], xg[i], ss);
+  }
   ss = WarpSum(ss);
   if (threadIdx.x % kWarp == 0) warp_sums[threadIdx.x / kWarp] = ss;
   __syncthreads();
@@ -53,29 +72,55 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
   for (int i = 0; i < kRowThreads / kWarp; ++i) total += warp_sums[i];
   const float inv = 1.0f / sqrtf(total / static_cast<float>(group) + eps);
+  if constexpr (kPer > 0) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+      if (i >= group) break;
+      float v = xv[j] * inv;
+      if (w) v *= wv[j];
+      v = v * extra_scale;
+      yg[i] = rg ? v + rg[i] : v;
+    }
+  } else {
 #pragma unroll 4
-  for (int64_t i = threadIdx.x; i < group; i += kRowThreads) {
-    float v = xg[i] * inv;
-    if (w) v *= w[i];
-    yg[i] = v * extra_scale;
+    for (int64_t i = threadIdx.x; i < group; i += kRowThreads) {
+      float v = xg[i] * inv;
+      if (w) v *= w[i];
+      v = v * extra_scale;
+      yg[i] = rg ? v + rg[i] : v;
+    }
   }
+}
+
+template <int kPer>
+void LaunchRow(const float* x, const float* w, float eps, int64_t group, float extra_scale,
+               const float* residual, int64_t items, float* y, cudaStream_t stream) {
+  RmsNormRowKernel<kPer><<<static_cast<unsigned>(items), kRowThreads, 0, stream>>>(
+      x, w, eps, group, extra_scale, residual, y);
 }
 
 }  // namespace
 
 void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, float extra_scale,
-                   int64_t rows, int64_t cols, float* y, cudaStream_t stream) {
+                   int64_t rows, int64_t cols, float* y, cudaStream_t stream,
+                   const float* residual) {
   LS_CUDA_REQUIRE(group > 0 && cols % group == 0, "cuda rms_norm: group %lld of %lld columns",
                   static_cast<long long>(group), static_cast<long long>(cols));
   const int64_t items = rows * (cols / group);
   if (items == 0) return;
   if (group >= kLongGroup) {
     LS_CUDA_REQUIRE(items <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(items));
-    RmsNormRowKernel<<<static_cast<unsigned>(items), kRowThreads, 0, stream>>>(x, w, eps, group,
-                                                                               extra_scale, y);
+    // Same per-thread order in every variant: only how many loads are in flight differs.
+    if (group <= 8 * kRowThreads)
+      LaunchRow<8>(x, w, eps, group, extra_scale, residual, items, y, stream);
+    else if (group <= 24 * kRowThreads)
+      LaunchRow<24>(x, w, eps, group, extra_scale, residual, items, y, stream);
+    else
+      LaunchRow<0>(x, w, eps, group, extra_scale, residual, items, y, stream);
   } else {
     RmsNormKernel<<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
-        x, w, eps, group, extra_scale, items, y);
+        x, w, eps, group, extra_scale, residual, items, y);
   }
   LS_CUDA_LAUNCHED();
 }

@@ -1,6 +1,7 @@
 // NEOX RoPE: one thread per (row, rotation pair), the angle a pure function of (pos, i)
 // evaluated in double like the CPU backend, applied to the pair in every head.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/rope.cuh"
 #include "backend/cuda/rope.h"
 
 namespace lockstep::backend::cuda {
@@ -13,15 +14,11 @@ __global__ void RopeKernel(float* x, const int32_t* pos, int64_t cols, int head_
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / half;
     const int i = static_cast<int>(t % half);
-    const double inv_freq = pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff ? ff[i] : 1.0f);
-    const double theta = static_cast<double>(pos[r]) * inv_freq;
-    const float c = static_cast<float>(cos(theta));
-    const float s = static_cast<float>(sin(theta));
+    float c, s;
+    RopeCosSin(pos[r], i, n_rot, base, ff, &c, &s);
     for (int64_t h = 0; h < cols / head_dim; ++h) {
       float* v = x + r * cols + h * head_dim;
-      const float a = v[i], b = v[i + half];
-      v[i] = a * c - b * s;
-      v[i + half] = a * s + b * c;
+      RopeRotate(&v[i], &v[i + half], c, s);
     }
   }
 }

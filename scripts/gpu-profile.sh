@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Where a decode step's GPU time goes: writes a full-size preset, times plain decode, then runs
+# Nsight Compute over one decode step (each kernel's duration, serialized) and prints the time
+# per kernel name, the kernel count and the sum next to the measured step time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+  cat <<'USAGE'
+usage: scripts/gpu-profile.sh [--bin DIR] [--presets 26b-a4b,31b] [--work DIR] [--out DIR]
+                              [--context N]
+
+  --bin DIR      directory holding lockstep and cpu_compare_bench (default: build; the
+                 binaries may sit in DIR, DIR/src or DIR/bench)
+  --presets P    comma-separated shapes of cpu_compare_bench --write-preset (default: 26b-a4b)
+  --work DIR     where the model files are written, one at a time (default: /tmp)
+  --out DIR      where the per-kernel CSV files go (default: the work directory)
+  --context N    prompt length before the profiled step (default: 512)
+Needs a CUDA device and ncu (Nsight Compute) on the PATH.
+USAGE
+}
+
+bin=build presets=26b-a4b work=/tmp out="" context=512
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --help | -h) usage; exit 0 ;;
+    --bin) bin="$2"; shift ;;
+    --presets) presets="$2"; shift ;;
+    --work) work="$2"; shift ;;
+    --out) out="$2"; shift ;;
+    --context) context="$2"; shift ;;
+    *) usage >&2; exit 2 ;;
+  esac
+  shift
+done
+out=${out:-$work}
+command -v ncu >/dev/null || { echo "gpu-profile: ncu not found" >&2; exit 2; }
+
+find_bin() {
+  for d in "$bin" "$bin/src" "$bin/bench"; do
+    [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }
+  done
+  echo "gpu-profile: $1 not found under $bin" >&2
+  exit 2
+}
+lockstep=$(find_bin lockstep) writer=$(find_bin cpu_compare_bench)
+prompt=$(seq -s, 1000 $((999 + context)))
+
+for preset in ${presets//,/ }; do
+  model="$work/lockstep-profile-$preset-$$.gguf"
+  trap 'rm -f "$model"' EXIT
+  "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
+  gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 64 --ignore-eos \
+    --json --no-hash)
+  step_ms=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); print(t["timings"]["generate_ms"]/t["n_generated"])' "$gen")
+  # Kernels of one decode step: those of 2 generated tokens less those of 1 (the prompt's
+  # forward passes alone).
+  count_kernels() {
+    ncu --metrics gpu__time_duration.sum --csv --print-units base --cache-control none \
+      --clock-control none "$lockstep" generate -m "$model" --device cuda --tokens "$prompt" \
+      -n "$1" --ignore-eos --json --no-hash 2>/dev/null | grep -c '"gpu__time_duration.sum"' || true
+  }
+  k1=$(count_kernels 1)
+  k2=$(count_kernels 2)
+  per_step=$((k2 - k1))
+  # Profile the 6th decode step after the prompt (steps 1-2 run plainly, then graphs replay).
+  skip=$((k1 + 5 * per_step))
+  csv="$out/profile-$preset.csv"
+  ncu --metrics gpu__time_duration.sum --csv --print-units base --cache-control none \
+    --clock-control none --launch-skip "$skip" --launch-count "$per_step" \
+    "$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 12 --ignore-eos --json \
+    --no-hash 2>/dev/null | grep '"gpu__time_duration.sum"' >"$csv" || true
+  echo "== $preset: decode step $step_ms ms (context $context), $per_step kernels a step"
+  python3 - "$csv" "$step_ms" <<'PY'
+import csv, sys, collections
+path, step_ms = sys.argv[1], float(sys.argv[2])
+by_name = collections.defaultdict(lambda: [0, 0.0])
+total = 0.0
+for row in csv.reader(open(path)):
+    # ncu --csv columns: ID, Process ID, Process Name, Host Name, Kernel Name, Context, Stream,
+    # Block Size, Grid Size, Device, CC, Section Name, Metric Name, Metric Unit, Metric Value
+    name, grid, value = row[4], row[8], float(row[-1].replace(",", ""))
+    short = name.split("(")[0].split("<")[0].replace("lockstep::backend::cuda::", "")
+    key = f"{short} {grid}"
+    by_name[key][0] += 1
+    by_name[key][1] += value / 1e3  # ns -> us
+    total += value / 1e3
+print(f"sum of kernel durations {total / 1e3:.2f} ms of a {step_ms:.2f} ms step")
+print(f"{'kernel grid':60s} {'n':>5s} {'us':>9s} {'%':>6s}")
+for key, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:40]:
+    print(f"{key[:60]:60s} {n:5d} {us:9.1f} {100 * us / total:6.1f}")
+PY
+  rm -f "$model"
+done

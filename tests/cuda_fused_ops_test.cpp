@@ -1,0 +1,191 @@
+// The CUDA backend's fused ops (RmsNormAdd, RmsNormRope) against the pair of ops each replaces,
+// bit for bit on the GPU (the backend contract: fusing never changes a bit), and close to the
+// CPU. Skipped, visibly, where lockstep was built without CUDA or the machine has no CUDA device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/check.h"
+#include "testing/backends.h"
+#include "testing/encode.h"
+#include "testing/random.h"
+
+namespace lockstep {
+namespace {
+
+using backend::Tensor;
+using backend::Weight;
+
+Weight VectorWeight(const std::string& name, const std::vector<float>& values) {
+  Weight w;
+  w.name = name;
+  w.type = DType::F32;
+  w.ne = {static_cast<int64_t>(values.size())};
+  w.data = values.data();
+  w.row_bytes = values.size() * sizeof(float);
+  return w;
+}
+
+// A weight [n, k] of `type` from Gaussian rows (the bytes are kept in `bytes`).
+Weight QuantWeight(DType type, int64_t k, int64_t n, uint32_t seed, std::vector<uint8_t>* bytes) {
+  const size_t row_bytes = RowBytes(type, k);
+  bytes->resize(row_bytes * static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r)
+    CHECK(testing::EncodeRow(type, testing::GaussianRow(k, seed + static_cast<uint32_t>(r), 0.5f),
+                             bytes->data() + row_bytes * static_cast<size_t>(r)));
+  Weight w;
+  w.name = "w_" + std::string(Name(type));
+  w.type = type;
+  w.ne = {k, n};
+  w.data = bytes->data();
+  w.row_bytes = row_bytes;
+  return w;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+class CudaFusedOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    gpu_ = testing::CudaBackendOrWhyNot(&why);
+    if (!gpu_) GTEST_SKIP() << "SKIPPED (no CUDA device): " << why;
+  }
+  Tensor Upload(backend::Backend& be, const std::vector<float>& v, int64_t rows, int64_t cols) {
+    Tensor t = be.NewTensor(rows, cols);
+    be.FromHost(v, &t);
+    return t;
+  }
+  std::vector<float> Host(backend::Backend& be, const Tensor& t) {
+    std::vector<float> v;
+    be.ToHost(t, &v);
+    return v;
+  }
+
+  std::unique_ptr<backend::Backend> gpu_;
+  backend::CpuBackend cpu_{2};
+};
+
+// y = RmsNorm(x) + residual over whole rows of every kernel's width (the register-held rows up
+// to 2,048 and 6,144 values, the streamed ones beyond, head-sized groups below 1,024), with and
+// without a weight: the fused op's bits are the two ops' bits. Control: another eps changes them.
+TEST_F(CudaFusedOps, RmsNormAddEqualsNormThenAdd) {
+  for (int64_t cols : {256, 1536, 2816, 5376, 8192}) {
+    for (bool weighted : {true, false}) {
+      SCOPED_TRACE(std::to_string(cols) + (weighted ? " weighted" : " unweighted"));
+      const int64_t rows = 3;
+      const auto x = testing::GaussianRow(rows * cols, 21),
+                 r = testing::GaussianRow(rows * cols, 22);
+      const auto wv = testing::GaussianRow(cols, 23);
+      const Weight hw = VectorWeight("norm", wv);
+      const Weight gw = gpu_->PrepareWeight(hw);
+      auto run = [&](backend::Backend& be, const Weight& w, bool fused, float eps) {
+        Tensor tx = Upload(be, x, rows, cols), tr = Upload(be, r, rows, cols);
+        Tensor y = be.NewTensor(rows, cols);
+        const Weight* wp = weighted ? &w : nullptr;
+        if (fused) {
+          be.RmsNormAdd(tx, wp, eps, tr, &y);
+        } else {
+          be.RmsNorm(tx, wp, eps, cols, 1.0f, &y);
+          be.Add(y, tr, &y);
+        }
+        return Host(be, y);
+      };
+      const auto fused = run(*gpu_, gw, true, 1e-6f);
+      EXPECT_TRUE(SameBits(fused, run(*gpu_, gw, false, 1e-6f)));
+      EXPECT_FALSE(SameBits(fused, run(*gpu_, gw, true, 1e-2f)));  // the comparison can fail
+      const auto cpu = run(cpu_, hw, true, 1e-6f);
+      for (size_t i = 0; i < cpu.size(); ++i)
+        ASSERT_NEAR(fused[i], cpu[i], 1e-5f * (1.0f + std::fabs(cpu[i]))) << i;
+    }
+  }
+}
+
+// Per-head RmsNorm then RoPE for head widths 128, 256 and 512, full and partial rotation, with
+// frequency factors (proportional RoPE) and without: the fused kernel's bits are the two ops'
+// bits, and a rotation it cannot fuse (n_rot / 2 not a multiple of 32) falls back to them.
+// Control: positions one further change the bits.
+TEST_F(CudaFusedOps, RmsNormRopeEqualsNormThenRope) {
+  struct Case {
+    int head_dim, n_rot;
+    bool freqs;
+  };
+  for (const Case c : {Case{128, 128, false}, Case{256, 256, false}, Case{256, 128, true},
+                       Case{512, 512, true}, Case{64, 32, false}}) {
+    SCOPED_TRACE(std::to_string(c.head_dim) + "/" + std::to_string(c.n_rot));
+    const int64_t rows = 5, heads = 3, cols = heads * c.head_dim;
+    const auto x = testing::GaussianRow(rows * cols, 31);
+    const auto wv = testing::GaussianRow(c.head_dim, 32);
+    std::vector<float> ff(static_cast<size_t>(c.n_rot / 2), 1.0f);
+    for (size_t i = ff.size() / 2; i < ff.size(); ++i) ff[i] = 1e30f;  // identity pairs
+    const Weight hw = VectorWeight("norm", wv), hf = VectorWeight("freqs", ff);
+    const Weight gw = gpu_->PrepareWeight(hw), gf = gpu_->PrepareWeight(hf);
+    auto run = [&](backend::Backend& be, const Weight& w, const Weight& f, bool fused, int shift) {
+      std::vector<int32_t> pos;
+      for (int64_t r = 0; r < rows; ++r) pos.push_back(static_cast<int32_t>(r * 977 + 3 + shift));
+      backend::IntTensor p = be.NewIntTensor(rows);
+      be.Upload(pos, &p);
+      Tensor t = Upload(be, x, rows, cols);
+      const Weight* fp = c.freqs ? &f : nullptr;
+      if (fused) {
+        be.RmsNormRope(t, &w, 1e-6f, c.head_dim, p.first(rows), c.n_rot, 1e6f, fp, &t);
+      } else {
+        be.RmsNorm(t, &w, 1e-6f, c.head_dim, 1.0f, &t);
+        be.Rope(&t, p.first(rows), c.head_dim, c.n_rot, 1e6f, fp);
+      }
+      return Host(be, t);
+    };
+    const auto fused = run(*gpu_, gw, gf, true, 0);
+    EXPECT_TRUE(SameBits(fused, run(*gpu_, gw, gf, false, 0)));
+    EXPECT_FALSE(SameBits(fused, run(*gpu_, gw, gf, true, 1)));  // the comparison can fail
+    const auto cpu = run(cpu_, hw, hf, true, 0);
+    for (size_t i = 0; i < cpu.size(); ++i) ASSERT_NEAR(fused[i], cpu[i], 2e-5f) << i;
+  }
+}
+
+// MatMuls of weights whose activations quantize alike (Q4_K and Q6_K: 256-element blocks) and
+// unalike (Q8_0: 32; F16: the float kernels), for the row counts of decode, verify and prefill:
+// every output equals the separate MatMul's bits. Control: another input changes them.
+TEST_F(CudaFusedOps, MatMulsShareQuantizedInputsWithTheSameBits) {
+  const int64_t k = 512;
+  const DType types[] = {DType::Q4_K, DType::Q8_0, DType::Q6_K, DType::F16};
+  std::vector<std::vector<uint8_t>> bytes(std::size(types));
+  std::vector<Weight> ws;
+  for (size_t i = 0; i < std::size(types); ++i)
+    ws.push_back(gpu_->PrepareWeight(
+        QuantWeight(types[i], k, 96 + 32 * static_cast<int64_t>(i), 40 + 10 * i, &bytes[i])));
+  for (int64_t rows : {1, 3, 20}) {
+    SCOPED_TRACE(std::to_string(rows) + " rows");
+    auto run = [&](bool shared, uint32_t seed) {
+      Tensor x = Upload(*gpu_, testing::GaussianRow(rows * k, seed), rows, k);
+      std::vector<Tensor> ys;
+      for (const Weight& w : ws) ys.push_back(gpu_->NewTensor(rows, w.ne[1]));
+      std::vector<backend::Backend::MatMulOut> outs;
+      for (size_t i = 0; i < ws.size(); ++i) outs.push_back({&ws[i], &ys[i]});
+      if (shared)
+        gpu_->MatMuls(x, outs);
+      else
+        for (const auto& o : outs) gpu_->MatMul(*o.w, x, o.y);
+      std::vector<std::vector<float>> out;
+      for (const Tensor& y : ys) out.push_back(Host(*gpu_, y));
+      return out;
+    };
+    const auto shared = run(true, 7), alone = run(false, 7), other = run(true, 8);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      SCOPED_TRACE(std::string(Name(types[i])));
+      EXPECT_TRUE(SameBits(shared[i], alone[i]));
+      EXPECT_FALSE(SameBits(shared[i], other[i]));  // the comparison can fail
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
