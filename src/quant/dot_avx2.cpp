@@ -122,20 +122,19 @@ float NibbleDot(const uint8_t* w, const PreparedRow& x) {
   return acc.Sum();
 }
 
-inline void ScaleMin(int j, const uint8_t* q, int* d, int* m) {
-  if (j < 4) {
-    *d = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *d = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
+// Pairwise int16 products of unsigned x signed bytes times one int16 scale per lane, summed in
+// pairs: exact (the byte pairs stay below 2^15, the scaled pairs below 2^31), so a block's
+// sub-block sums can be scaled and added in one vector with a single horizontal sum at the end:
+// the same integer as scaling each sub-block's sum on its own.
+inline __m256i ScaledDot(__m256i u, __m256i s, __m256i scale16) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16);
 }
 
 template <bool kFive>
 float DotQ45_K(const uint8_t* w, const PreparedRow& x) {
   constexpr int kBytes = kFive ? 176 : 144;
   const __m256i m4 = _mm256_set1_epi8(0xF);
+  const __m256i min_ctl = K4MinControl();
   Acc8 acc;
   for (int64_t b = 0; b < x.n / 256; ++b) {
     const uint8_t* wb = w + b * kBytes;
@@ -143,7 +142,9 @@ float DotQ45_K(const uint8_t* w, const PreparedRow& x) {
     const uint8_t* qs = wb + (kFive ? 48 : 16);
     const __m256i qh = kFive ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb + 16))
                              : _mm256_setzero_si256();
-    int32_t isum = 0, imin = 0;
+    uint64_t sc, mn;
+    UnpackK4Scales(wb + 4, &sc, &mn);
+    __m256i sums = _mm256_setzero_si256();
     for (int p = 0; p < 4; ++p) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * p));
       __m256i lo = _mm256_and_si256(q, m4);
@@ -159,19 +160,25 @@ float DotQ45_K(const uint8_t* w, const PreparedRow& x) {
       }
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 64 * p));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 36 + 64 * p));
-      int sc, m;
-      ScaleMin(2 * p, wb + 4, &sc, &m);
-      isum += sc * Hsum(DotU8S8(lo, x0));
-      imin += m * (ActBsum(xb, 4 * p) + ActBsum(xb, 4 * p + 1));
-      ScaleMin(2 * p + 1, wb + 4, &sc, &m);
-      isum += sc * Hsum(DotU8S8(hi, x1));
-      imin += m * (ActBsum(xb, 4 * p + 2) + ActBsum(xb, 4 * p + 3));
+      const auto scale = [&](int j) {
+        return _mm256_set1_epi16(static_cast<int16_t>((sc >> (8 * j)) & 0xFF));
+      };
+      sums = _mm256_add_epi32(sums, ScaledDot(lo, x0, scale(2 * p)));
+      sums = _mm256_add_epi32(sums, ScaledDot(hi, x1, scale(2 * p + 1)));
     }
+    // Min j covers the 16-level sums 2j and 2j + 1.
+    const __m256i mins = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(mn)), min_ctl);
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 260));
+    int32_t isum, imin;
+    Hsum2(sums, _mm256_madd_epi16(bsums, mins), &isum, &imin);
     acc.Add(b, CombineMin(Half(wb), Half(wb + 2), ActScale(xb), isum, imin));
   }
   return acc.Sum();
 }
 
+// Q6_K: levels q in 0..63 against the activations, each 16-group scaled by its int8 scale, and
+// the -32 offset applied once per block through the 16-level sums: sum_g sc_g (s_g - 32 bsum_g)
+// = sum_g sc_g s_g - 32 sum_g sc_g bsum_g, the same integer.
 float DotQ6_K(const uint8_t* w, const PreparedRow& x) {
   const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
   Acc8 acc;
@@ -179,7 +186,7 @@ float DotQ6_K(const uint8_t* w, const PreparedRow& x) {
     const uint8_t* wb = w + b * 210;
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     const auto* sc = reinterpret_cast<const int8_t*>(wb + 192);
-    int32_t isum = 0;
+    __m256i sums = _mm256_setzero_si256();
     for (int half = 0; half < 2; ++half) {
       const uint8_t* ql = wb + 64 * half;
       const __m256i qa = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
@@ -191,16 +198,19 @@ float DotQ6_K(const uint8_t* w, const PreparedRow& x) {
             k < 2 ? _mm256_and_si256(src, m4) : _mm256_and_si256(_mm256_srli_epi16(src, 4), m4);
         const __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3);
         const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
-        const int e0 = 128 * half + 32 * k;
+        const int e0 = 128 * half + 32 * k, g = e0 / 16;
         const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + e0));
-        const __m256i d = DotU8S8(q, xv);  // lanes 0..3: first 16 elements, 4..7: next 16
-        const int g = e0 / 16;
-        const int32_t s0 = Hsum128(_mm256_castsi256_si128(d)) - 32 * ActBsum(xb, g);
-        const int32_t s1 = Hsum128(_mm256_extracti128_si256(d, 1)) - 32 * ActBsum(xb, g + 1);
-        isum += sc[g] * s0 + sc[g + 1] * s1;
+        // Lanes 0..7: group g (the first 16 elements), 8..15: group g + 1.
+        const __m256i scale16 = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+        sums = _mm256_add_epi32(sums, ScaledDot(q, xv, scale16));
       }
     }
-    acc.Add(b, Combine(Half(wb + 208), ActScale(xb), isum));
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 260));
+    int32_t level_sum, offset_sum;
+    Hsum2(sums, _mm256_madd_epi16(bsums, sc16), &level_sum, &offset_sum);
+    acc.Add(b, Combine(Half(wb + 208), ActScale(xb), level_sum - 32 * offset_sum));
   }
   return acc.Sum();
 }
@@ -214,14 +224,16 @@ float DotIq4Xs(const uint8_t* w, const PreparedRow& x) {
     const uint8_t* xb = x.q.data() + b * kQ8x256Bytes;
     uint16_t sh;
     std::memcpy(&sh, wb + 2, 2);
-    int32_t isum = 0;
+    __m256i sums = _mm256_setzero_si256();
     for (int ib = 0; ib < 8; ++ib) {
       const int ls = ((wb[4 + ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
       const __m256i wv = _mm256_shuffle_epi8(table, LoadNibbles(wb + 8 + 16 * ib));
       const __m256i xv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb + 4 + 32 * ib));
-      isum += (ls - 32) * Hsum(DotS8S8(wv, xv));
+      // |level| x sign-adjusted activation, as DotS8S8, scaled by the sub-block's ls - 32.
+      sums = _mm256_add_epi32(sums, ScaledDot(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xv, wv),
+                                              _mm256_set1_epi16(static_cast<int16_t>(ls - 32))));
     }
-    acc.Add(b, Combine(Half(wb), ActScale(xb), isum));
+    acc.Add(b, Combine(Half(wb), ActScale(xb), Hsum(sums)));
   }
   return acc.Sum();
 }
