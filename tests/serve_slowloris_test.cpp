@@ -175,8 +175,8 @@ TEST_F(ServeSlowloris, OversizedHeadsGet431) {
 }
 
 // Three times the HTTP thread pool of header tricklers, and two clients trickling a body (each
-// holds a worker: --read-timeout is per read), while /health and a completion still answer at
-// once; Stop then returns promptly with all of them
+// holds a worker until --body-timeout, 30 s by default: tests/serve_limits_test.cpp), while
+// /health and a completion still answer at once; Stop then returns promptly with all of them
 // connected, and closes them.
 TEST_F(ServeSlowloris, TricklersDoNotStarveTheRoutes) {
   testing::InProcessServer server(ServerWithDeadline(30));

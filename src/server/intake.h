@@ -19,6 +19,7 @@ namespace lockstep::server {
 struct IntakeOptions {
   size_t workers = 8;  // threads serving requests whose head has arrived
   Clock::duration head_timeout = std::chrono::seconds(10);  // a head's first byte to its end
+  Clock::duration body_timeout = std::chrono::seconds(30);  // a body, from the head's end
   Clock::duration read_timeout = std::chrono::seconds(10);  // longest silence while sending
   Clock::duration write_timeout = std::chrono::seconds(30);
   Clock::duration keep_alive = std::chrono::seconds(5);  // idle wait for a request's first byte
@@ -33,7 +34,9 @@ struct IntakeOptions {
 // may wait longer than read_timeout), else the connection gets 408 and is closed; a head over
 // the limits gets 431. Only then does a worker run httplib's request handling on it, and a
 // keep-alive connection goes back to the intake between requests, so waiting clients hold no
-// worker. All of it (threads, descriptors, connections) belongs to this object.
+// worker. The worker reads the body under body_timeout (then 408 and the connection closes), so
+// a client trickling its body holds a worker that long at most. All of it (threads,
+// descriptors, connections) belongs to this object.
 class HttpServer : public httplib::Server {
  public:
   explicit HttpServer(const IntakeOptions& options);
