@@ -1,6 +1,7 @@
 // `lockstep serve`'s body deadline (--body-timeout: a trickled body gets 408 and frees its
-// thread; bodies sent in pieces, chunked or up to --max-body within it are served), with a
-// negative control (a long deadline keeps the trickler).
+// thread; bodies sent in pieces, chunked or up to --max-body within it are served) and its
+// connection cap (--max-connections: the connection beyond it gets 503 + Retry-After at once),
+// each with a negative control (a long deadline keeps the trickler; a high cap serves the 5th).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,13 +46,14 @@ const std::string kBodyPrefix =
     "Content-Length: 1000000\r\n\r\n{\"prompt\": \"";
 const std::string kCompletion = R"({"prompt": "def add(a, b):", "n_predict": 2, "temperature": 0})";
 
-testing::ServeSetup Limited(double body_timeout_s) {
+testing::ServeSetup Limited(double body_timeout_s, size_t max_connections = 256) {
   testing::ServeSetup s;
   s.model = ModelPath();
   s.parallel = 1;
   s.ctx = 512;
   s.config.max_queue = 1;  // HTTP workers: 1 slot + 1 queued + 8 = 10
   s.config.body_timeout_s = body_timeout_s;
+  s.config.max_connections = max_connections;
   return s;
 }
 
@@ -172,12 +174,62 @@ TEST(ServeBody, BodiesWithinTheDeadlineAreServed) {
       << body.substr(0, 200);
 }
 
-TEST(ServeLimitsCli, HelpShowsTheBodyTimeout) {
+// Opens four connections (a keep-alive client that asks /health, three idle), then a 5th that
+// asks /health: returns its status (503 with --max-connections 4). Either way the keep-alive one
+// still answers, and once an idle one closes a new connection is served.
+int FifthConnectionStatus(const testing::InProcessServer& server, std::string* head) {
+  const int kept = ConnectLoopback(server.port());
+  ::send(kept, kHealth.data(), kHealth.size(), MSG_NOSIGNAL);
+  EXPECT_EQ(ReadResponse(kept, 3s), 200);
+  std::vector<int> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(ConnectLoopback(server.port()));
+  std::this_thread::sleep_for(100ms);  // the listener has taken them
+  std::string body;
+  const auto t0 = Clock::now();
+  const int fifth = RawStatus(server.port(), kHealth, &body, head);
+  std::printf("[ serve ] 5th connection: HTTP %d after %.3f s\n", fifth, Since(t0));
+  if (fifth == 503) {
+    EXPECT_EQ(json::parse(body, nullptr, false)["error"]["code"], 503) << body;
+  }
+  ::send(kept, kHealth.data(), kHealth.size(), MSG_NOSIGNAL);  // existing ones are unaffected
+  EXPECT_EQ(ReadResponse(kept, 3s), 200);
+  ::close(idle[0]);
+  int again = 0;  // the server notices the close at once; retry briefly to be safe
+  for (int i = 0; i < 20 && again != 200; ++i, std::this_thread::sleep_for(50ms))
+    again = RawStatus(server.port(), kHealth);
+  EXPECT_EQ(again, 200);
+  ::close(kept);
+  for (size_t i = 1; i < idle.size(); ++i) ::close(idle[i]);
+  return fifth;
+}
+
+TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
+  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  testing::InProcessServer server(Limited(30, 4));
+  ASSERT_EQ(server.Start(), "");
+  std::string head;
+  EXPECT_EQ(FifthConnectionStatus(server, &head), 503);
+  EXPECT_NE(head.find("Retry-After: 1\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos) << head;
+}
+
+// Negative control: the same five connections with the default cap (256): the 5th is served.
+TEST(ServeConnections, HighCapServesTheFifthNegativeControl) {
+  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  testing::InProcessServer server(Limited(30));
+  ASSERT_EQ(server.Start(), "");
+  std::string head;
+  EXPECT_EQ(FifthConnectionStatus(server, &head), 200);
+}
+
+TEST(ServeLimitsCli, HelpShowsTheBodyTimeoutAndConnectionCap) {
   int rc = 0;
   const std::string help = testing::RunCli(LOCKSTEP_BINARY, "serve --help", &rc);
   EXPECT_EQ(rc, 0);
   EXPECT_NE(help.find("--body-timeout FLOAT:(FINITE) AND (FLOAT in [0.1 - 3600])=30"),
             std::string::npos)
+      << help;
+  EXPECT_NE(help.find("--max-connections UINT:UINT in [1 - 1048576]=256"), std::string::npos)
       << help;
 }
 

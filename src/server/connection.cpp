@@ -35,9 +35,15 @@ void IpAndPort(const sockaddr_storage& addr, std::string& ip, int& port) {
 
 }  // namespace
 
+Connection::Connection(int socket, size_t requests, std::atomic<size_t>* open)
+    : fd(socket), requests_left(requests), open_(open) {
+  if (open_) open_->fetch_add(1);
+}
+
 Connection::~Connection() {
   ::shutdown(fd, SHUT_RDWR);
   ::close(fd);
+  if (open_) open_->fetch_sub(1);
 }
 
 int PollTimeoutMs(Clock::time_point until) {

@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -12,9 +13,10 @@ namespace lockstep::server {
 using Clock = std::chrono::steady_clock;
 
 // An accepted socket (owned: shut down and closed on destruction) with the bytes already read
-// from it that no request has consumed yet: the start of its next request.
+// from it that no request has consumed yet: the start of its next request. While it lives it
+// counts in `*open` (when given), the server's count of open connections (--max-connections).
 struct Connection {
-  Connection(int socket, size_t requests) : fd(socket), requests_left(requests) {}
+  Connection(int socket, size_t requests, std::atomic<size_t>* open = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -22,6 +24,9 @@ struct Connection {
   int fd;
   std::string pending;
   size_t requests_left;  // requests this keep-alive connection may still make
+
+ private:
+  std::atomic<size_t>* open_;
 };
 
 struct StreamTimeouts {

@@ -52,21 +52,23 @@ const char* Reason(int status) {
       return "Request Timeout";
     case 431:
       return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
     default:
       return "Error";
   }
 }
 
-// The server's last word to a client before closing, from the intake or a worker whose read
-// timed out: small, sent without blocking (a client that does not read loses it). Its unread
-// bytes are drained first, so closing sends a FIN rather than a reset, which could discard the
-// response before the client reads it.
+// The server's last word to a client before closing, from the intake, the listener or a worker
+// whose read timed out: small, sent without blocking (a client that does not read loses it).
+// Its unread bytes are drained first, so closing sends a FIN rather than a reset, which could
+// discard the response before the client reads it. A 503 tells the client when to retry.
 void Refuse(const Connection& c, int status, const std::string& message) {
   const std::string body = Dump(ErrorJson(status, message));
   const std::string response = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
-      "Connection: close\r\n\r\n{}",
-      status, Reason(status), body.size(), body);
+      "{}Connection: close\r\n\r\n{}",
+      status, Reason(status), body.size(), status == 503 ? "Retry-After: 1\r\n" : "", body);
   char sink[4096];
   for (int i = 0; i < 64 && ::recv(c.fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
   }
@@ -115,7 +117,14 @@ void HttpServer::Shutdown() {
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
-  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max));
+  if (open_.load() >= options_.max_connections) {
+    const Connection refused(sock, 0);  // not counted: it closes on leaving this scope
+    Refuse(refused, 503,
+           fmt::format("too many open connections (--max-connections {}); retry shortly",
+                       options_.max_connections));
+    return true;
+  }
+  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max, &open_));
   return true;
 }
 
