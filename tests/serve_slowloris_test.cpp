@@ -2,27 +2,21 @@
 // (re-armed per keep-alive request) and stay within 100 lines and 64 KiB, and three times the
 // HTTP thread pool of trickling clients starve no route, with negative controls (a long deadline
 // keeps the trickler open; plain cpp-httplib is starved by the same clients).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "server/head_scan.h"
+#include "testing/raw_http.h"
 #include "testing/run_cli.h"
 #include "testing/serve.h"
 
@@ -41,125 +35,10 @@ double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int ConnectLoopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// Reads one response (head and Content-Length body) within `wait`; its status, 0 if the
-// connection closed or the time ran out before a whole one came.
-int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nullptr) {
-  std::string in;
-  const auto until = Clock::now() + wait;
-  while (Clock::now() < until) {
-    const size_t head = in.find("\r\n\r\n");
-    if (head != std::string::npos) {
-      const size_t at = in.find("Content-Length: ");
-      const size_t length = at < head ? std::stoul(in.substr(at + 16)) : 0;
-      if (in.size() >= head + 4 + length) {
-        if (body) *body = in.substr(head + 4, length);
-        return in.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(in.c_str() + 9) : 0;
-      }
-    }
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 20) <= 0) continue;
-    char buf[4096];
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return 0;
-    in.append(buf, static_cast<size_t>(n));
-  }
-  return 0;
-}
-
-// Sends `bytes` whole on a fresh connection and reads the response.
-int RawStatus(int port, const std::string& bytes, std::string* body = nullptr) {
-  const int fd = ConnectLoopback(port);
-  if (fd < 0) return -1;
-  ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-  const int status = ReadResponse(fd, 3s, body);
-  ::close(fd);
-  return status;
-}
-
-// Slowloris clients: each sends `prefix` (a request line and the start of a header, or a whole
-// head and the start of a body), then one byte every `every`. One thread drives them all (for
-// at most a minute) and notes when the server closes each.
-class Tricklers {
- public:
-  Tricklers(int port, int n, const std::string& prefix, std::chrono::milliseconds every) {
-    for (int i = 0; i < n; ++i) {
-      Conn c;
-      c.fd = ConnectLoopback(port);
-      c.connected = Clock::now();
-      if (c.fd >= 0) ::send(c.fd, prefix.data(), prefix.size(), MSG_NOSIGNAL);
-      conns_.push_back(c);
-    }
-    thread_ = std::thread([this, every] { Drive(every); });
-  }
-  ~Tricklers() { Close(); }
-  void Close() {
-    stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    for (Conn& c : conns_)
-      if (c.fd >= 0) ::close(std::exchange(c.fd, -1));
-  }
-  int Open() const {
-    std::lock_guard lock(mu_);
-    int open = 0;
-    for (const Conn& c : conns_) open += c.fd >= 0 && c.closed_after < 0;
-    return open;
-  }
-  // Seconds from connecting until the server closed connection i (-1: still open).
-  double ClosedAfter(size_t i) const {
-    std::lock_guard lock(mu_);
-    return conns_[i].closed_after;
-  }
-  std::string Reply(size_t i) const {
-    std::lock_guard lock(mu_);
-    return conns_[i].reply;
-  }
-
- private:
-  struct Conn {
-    int fd = -1;
-    Clock::time_point connected;
-    double closed_after = -1;
-    std::string reply;
-  };
-  void Drive(std::chrono::milliseconds every) {
-    const auto until = Clock::now() + 60s;
-    auto next_byte = Clock::now() + every;
-    while (!stop_ && Clock::now() < until) {
-      std::this_thread::sleep_for(5ms);
-      const bool send_now = Clock::now() >= next_byte;
-      if (send_now) next_byte += every;
-      std::lock_guard lock(mu_);
-      for (Conn& c : conns_)
-        if (c.fd >= 0 && c.closed_after < 0 && Gone(c, send_now))
-          c.closed_after = Since(c.connected);
-    }
-  }
-  static bool Gone(Conn& c, bool send_now) {
-    char buf[1024];
-    ssize_t n;
-    while ((n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-      c.reply.append(buf, static_cast<size_t>(n));
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
-    return send_now && ::send(c.fd, "a", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN;
-  }
-  mutable std::mutex mu_;
-  std::vector<Conn> conns_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
+using testing::ConnectLoopback;
+using testing::RawStatus;
+using testing::ReadResponse;
+using testing::Tricklers;
 
 const std::string kHeadPrefix = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
 
@@ -296,8 +175,9 @@ TEST_F(ServeSlowloris, OversizedHeadsGet431) {
 }
 
 // Three times the HTTP thread pool of header tricklers, and two clients trickling a body (each
-// holds a worker: --read-timeout is per read), while /health and a completion still answer at
-// once; Stop then returns promptly with all of them connected, and closes them.
+// holds a worker until --body-timeout, 30 s by default: tests/serve_limits_test.cpp), while
+// /health and a completion still answer at once; Stop then returns promptly with all of them
+// connected, and closes them.
 TEST_F(ServeSlowloris, TricklersDoNotStarveTheRoutes) {
   testing::InProcessServer server(ServerWithDeadline(30));
   ASSERT_EQ(server.Start(), "");

@@ -77,6 +77,15 @@ void AddOptions(CLI::App& app, Args& a) {
                  "first byte (then 408 and the connection closes)")
       ->check(FiniteNumber() & CLI::Range(0.1, 3600.0))
       ->capture_default_str();
+  app.add_option("--body-timeout", a.server.body_timeout_s,
+                 "seconds a client may take to send a request's body, from the end of its "
+                 "headers (then 408 and the connection closes)")
+      ->check(FiniteNumber() & CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--max-connections", a.server.max_connections,
+                 "client connections open at once; more get 503 (Retry-After: 1) and are closed")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
   app.add_option("--temp", a.server.defaults.temperature, "default temperature (0 = greedy)")
       ->check(FiniteNumber() & CLI::Range(0.0f, 100.0f))
       ->capture_default_str();

@@ -35,9 +35,15 @@ void IpAndPort(const sockaddr_storage& addr, std::string& ip, int& port) {
 
 }  // namespace
 
+Connection::Connection(int socket, size_t requests, std::atomic<size_t>* open)
+    : fd(socket), requests_left(requests), open_(open) {
+  if (open_) open_->fetch_add(1);
+}
+
 Connection::~Connection() {
   ::shutdown(fd, SHUT_RDWR);
   ::close(fd);
+  if (open_) open_->fetch_sub(1);
 }
 
 int PollTimeoutMs(Clock::time_point until) {
@@ -67,18 +73,32 @@ ConnStream::~ConnStream() {
   conn_.pending.erase(0, consumed_);
 }
 
+void ConnStream::HeadRead() {
+  head_read_ = true;
+  body_deadline_ = Clock::now() + timeouts_.body;
+}
+
 Clock::time_point ConnStream::ReadDeadline() const {
   const Clock::time_point silent = Clock::now() + timeouts_.read;
-  return head_read_ ? silent : std::min(silent, head_deadline_);
+  return std::min(silent, head_read_ ? body_deadline_ : head_deadline_);
+}
+
+bool ConnStream::WaitReadable() const {
+  if (expiry_ != ReadExpiry::kNone) return false;
+  const Clock::time_point until = ReadDeadline();
+  const Readiness r = WaitFor(conn_.fd, POLLIN, stop_fd_, until);
+  if (r == Readiness::kTimedOut && head_read_)
+    expiry_ = until == body_deadline_ ? ReadExpiry::kBodyDeadline : ReadExpiry::kSilent;
+  return r == Readiness::kReady;
 }
 
 bool ConnStream::is_readable() const {
-  return consumed_ < conn_.pending.size() ||
-         WaitFor(conn_.fd, POLLIN, stop_fd_, ReadDeadline()) == Readiness::kReady;
+  return consumed_ < conn_.pending.size() || WaitReadable();
 }
 
 bool ConnStream::is_writable() const {
-  return WaitFor(conn_.fd, POLLOUT, stop_fd_, Clock::now() + timeouts_.write) == Readiness::kReady;
+  return expiry_ == ReadExpiry::kNone &&
+         WaitFor(conn_.fd, POLLOUT, stop_fd_, Clock::now() + timeouts_.write) == Readiness::kReady;
 }
 
 ssize_t ConnStream::read(char* ptr, size_t size) {
@@ -88,9 +108,8 @@ ssize_t ConnStream::read(char* ptr, size_t size) {
     consumed_ += n;
     return static_cast<ssize_t>(n);
   }
-  const Clock::time_point until = ReadDeadline();
   for (;;) {
-    if (WaitFor(conn_.fd, POLLIN, stop_fd_, until) != Readiness::kReady) return -1;
+    if (!WaitReadable()) return -1;
     const ssize_t n = ::recv(conn_.fd, ptr, size, MSG_DONTWAIT);
     if (n >= 0) return n;
     if (!WouldBlock()) return -1;
@@ -100,6 +119,7 @@ ssize_t ConnStream::read(char* ptr, size_t size) {
 // Sends what fits without blocking, and waits (bounded, stoppable) only when nothing fits: a
 // blocking send to a client that stopped reading would hold the worker past Stop.
 ssize_t ConnStream::write(const char* ptr, size_t size) {
+  if (expiry_ != ReadExpiry::kNone) return -1;  // the caller answers 408 itself
   const Clock::time_point until = Clock::now() + timeouts_.write;
   for (;;) {
     const ssize_t n = ::send(conn_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -12,9 +13,10 @@ namespace lockstep::server {
 using Clock = std::chrono::steady_clock;
 
 // An accepted socket (owned: shut down and closed on destruction) with the bytes already read
-// from it that no request has consumed yet: the start of its next request.
+// from it that no request has consumed yet: the start of its next request. While it lives it
+// counts in `*open` (when given), the server's count of open connections (--max-connections).
 struct Connection {
-  Connection(int socket, size_t requests) : fd(socket), requests_left(requests) {}
+  Connection(int socket, size_t requests, std::atomic<size_t>* open = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -22,17 +24,28 @@ struct Connection {
   int fd;
   std::string pending;
   size_t requests_left;  // requests this keep-alive connection may still make
+
+ private:
+  std::atomic<size_t>* open_;
 };
 
 struct StreamTimeouts {
   Clock::duration read;   // longest wait for the next byte (--read-timeout)
   Clock::duration write;  // longest wait for room to send
+  Clock::duration body;   // the whole body, from the end of the head (--body-timeout)
 };
+
+// Why a read gave up on the client: the request is then answered 408 and the connection closed.
+enum class ReadExpiry { kNone, kSilent, kBodyDeadline };
 
 // Serves the connection's pending bytes first, then reads the socket. Every wait is bounded and
 // none starts once `stop_fd` is readable (the server is stopping), so a stalled client cannot
 // hold a worker past Stop. Until HeadRead(), reads also end at `head_deadline`: the intake hands
-// over whole heads, so this only matters if httplib ever reads a head differently.
+// over whole heads, so this only matters if httplib ever reads a head differently. After it,
+// reads end at the body deadline, so a client trickling its body holds the worker no longer
+// than --body-timeout. A read that times out ends the request: expiry() says why, and writes
+// fail from then on, so httplib's own answer (a 400) never reaches the client and the caller
+// can answer 408 instead.
 class ConnStream final : public httplib::Stream {
  public:
   ConnStream(Connection& conn, int stop_fd, StreamTimeouts timeouts,
@@ -41,7 +54,9 @@ class ConnStream final : public httplib::Stream {
   ConnStream(const ConnStream&) = delete;
   ConnStream& operator=(const ConnStream&) = delete;
 
-  void HeadRead() { head_read_ = true; }
+  // The head has been parsed: the body deadline starts now.
+  void HeadRead();
+  ReadExpiry expiry() const { return expiry_; }
 
   bool is_readable() const override;
   bool is_writable() const override;
@@ -53,13 +68,19 @@ class ConnStream final : public httplib::Stream {
 
  private:
   Clock::time_point ReadDeadline() const;
+  // Waits for the socket to be readable under ReadDeadline; notes a timeout after the head.
+  bool WaitReadable() const;
 
   Connection& conn_;
   int stop_fd_;
   StreamTimeouts timeouts_;
   Clock::time_point head_deadline_;
+  Clock::time_point body_deadline_ = Clock::time_point::max();
   bool head_read_ = false;
   size_t consumed_ = 0;  // bytes of conn_.pending already served
+  // Set by the first read that times out after the head; is_readable() is const for httplib but
+  // may be where the timeout happens, hence mutable.
+  mutable ReadExpiry expiry_ = ReadExpiry::kNone;
 };
 
 enum class Readiness { kReady, kTimedOut, kStopped };

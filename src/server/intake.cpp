@@ -46,16 +46,29 @@ double Seconds(Clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
 
-// The intake's last word to a client: small, sent without blocking (a client that does not read
-// loses it). Its unread bytes are drained first, so closing sends a FIN rather than a reset,
-// which could discard the response before the client reads it.
+const char* Reason(int status) {
+  switch (status) {
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+// The server's last word to a client before closing, from the intake, the listener or a worker
+// whose read timed out: small, sent without blocking (a client that does not read loses it).
+// Its unread bytes are drained first, so closing sends a FIN rather than a reset, which could
+// discard the response before the client reads it. A 503 tells the client when to retry.
 void Refuse(const Connection& c, int status, const std::string& message) {
   const std::string body = Dump(ErrorJson(status, message));
   const std::string response = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n"
-      "Connection: close\r\n\r\n{}",
-      status, status == 408 ? "Request Timeout" : "Request Header Fields Too Large", body.size(),
-      body);
+      "{}Connection: close\r\n\r\n{}",
+      status, Reason(status), body.size(), status == 503 ? "Retry-After: 1\r\n" : "", body);
   char sink[4096];
   for (int i = 0; i < 64 && ::recv(c.fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
   }
@@ -104,7 +117,14 @@ void HttpServer::Shutdown() {
 }
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
-  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max));
+  if (open_.load() >= options_.max_connections) {
+    const Connection refused(sock, 0);  // not counted: it closes on leaving this scope
+    Refuse(refused, 503,
+           fmt::format("too many open connections (--max-connections {}); retry shortly",
+                       options_.max_connections));
+    return true;
+  }
+  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max, &open_));
   return true;
 }
 
@@ -218,15 +238,27 @@ void HttpServer::Expire(Waiting& w, Clock::time_point now) {
 void HttpServer::Serve(const std::shared_ptr<Connection>& conn, Clock::time_point head_deadline) {
   if (stopping_.load()) return;
   bool ok = false, closed = false;
+  ReadExpiry expiry = ReadExpiry::kNone;
   try {
-    ConnStream strm(*conn, stop_fd_, {options_.read_timeout, options_.write_timeout},
+    ConnStream strm(*conn, stop_fd_,
+                    {options_.read_timeout, options_.write_timeout, options_.body_timeout},
                     head_deadline);
     ok = process_request(strm, conn->requests_left == 1, closed,
                          [&strm](httplib::Request&) { strm.HeadRead(); });
+    expiry = strm.expiry();
   } catch (...) {  // httplib catches the handlers' exceptions; anything else drops the client
     ok = false;
   }
-  if (ok && !closed && --conn->requests_left > 0) Hand(conn);
+  // The body did not come in time; httplib's answer to the failed read (400) was never sent.
+  if (expiry == ReadExpiry::kBodyDeadline)
+    Refuse(*conn, 408,
+           fmt::format("request body not received within --body-timeout ({} s)",
+                       Seconds(options_.body_timeout)));
+  else if (expiry == ReadExpiry::kSilent)
+    Refuse(*conn, 408,
+           fmt::format("client silent for --read-timeout ({} s) while sending its body",
+                       Seconds(options_.read_timeout)));
+  if (expiry == ReadExpiry::kNone && ok && !closed && --conn->requests_left > 0) Hand(conn);
 }
 
 }  // namespace lockstep::server

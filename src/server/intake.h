@@ -19,10 +19,12 @@ namespace lockstep::server {
 struct IntakeOptions {
   size_t workers = 8;  // threads serving requests whose head has arrived
   Clock::duration head_timeout = std::chrono::seconds(10);  // a head's first byte to its end
+  Clock::duration body_timeout = std::chrono::seconds(30);  // a body, from the head's end
   Clock::duration read_timeout = std::chrono::seconds(10);  // longest silence while sending
   Clock::duration write_timeout = std::chrono::seconds(30);
   Clock::duration keep_alive = std::chrono::seconds(5);  // idle wait for a request's first byte
   size_t keep_alive_max = 5;                             // requests per connection
+  size_t max_connections = 256;  // open at once; the listener refuses more with 503
   HeadLimits limits;
 };
 
@@ -33,7 +35,11 @@ struct IntakeOptions {
 // may wait longer than read_timeout), else the connection gets 408 and is closed; a head over
 // the limits gets 431. Only then does a worker run httplib's request handling on it, and a
 // keep-alive connection goes back to the intake between requests, so waiting clients hold no
-// worker. All of it (threads, descriptors, connections) belongs to this object.
+// worker. The worker reads the body under body_timeout (then 408 and the connection closes), so
+// a client trickling its body holds a worker that long at most. Connections beyond
+// max_connections open at once get 503 from the listener and are closed before they cost a
+// thread or a slot in the intake. All of it (threads, descriptors, connections, the count)
+// belongs to this object.
 class HttpServer : public httplib::Server {
  public:
   explicit HttpServer(const IntakeOptions& options);
@@ -52,7 +58,8 @@ class HttpServer : public httplib::Server {
  private:
   struct Waiting;
 
-  // Runs on the listener thread (the task queue runs it in place): hands `sock` to the intake.
+  // Runs on the listener thread (the task queue runs it in place): hands `sock` to the intake,
+  // or refuses it (503) when max_connections are open.
   bool process_and_close_socket(socket_t sock) override;
   void Hand(std::shared_ptr<Connection> conn);
   void IntakeLoop();
@@ -67,6 +74,8 @@ class HttpServer : public httplib::Server {
   int stop_fd_ = -1;  // an eventfd, written once by StopIntake and never read: stays readable
   int wake_fd_ = -1;  // an eventfd: arrivals are waiting
   std::atomic<bool> stopping_{false};
+  // Connections alive now: only the listener adds one, so checking then adding cannot overshoot.
+  std::atomic<size_t> open_{0};
   std::mutex arrivals_mu_;
   std::vector<std::shared_ptr<Connection>> arrivals_;  // guarded by arrivals_mu_
   std::unique_ptr<httplib::ThreadPool> workers_;

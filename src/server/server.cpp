@@ -52,6 +52,8 @@ IntakeOptions Intake(const ServerConfig& c, int n_slots) {
   o.workers = c.http_threads > 0 ? static_cast<size_t>(c.http_threads)
                                  : static_cast<size_t>(n_slots + c.max_queue + 8);
   o.head_timeout = FromSeconds(c.header_timeout_s);
+  o.body_timeout = FromSeconds(c.body_timeout_s);
+  o.max_connections = c.max_connections;
   o.read_timeout = FromSeconds(c.read_timeout_s);
   o.write_timeout = std::chrono::seconds(30);
   o.keep_alive = std::chrono::seconds(5);

@@ -1,0 +1,59 @@
+// Raw-socket HTTP clients for the server's transport tests: whole requests with bounded waits,
+// and slow clients (slowloris) that trickle a request one byte at a time.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace lockstep::testing {
+
+// A connected loopback TCP socket, or -1.
+int ConnectLoopback(int port);
+
+// Reads one response (head and Content-Length body) within `wait`; its status, 0 if the
+// connection closed or the time ran out before a whole one came. `head` gets the status line and
+// headers.
+int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nullptr,
+                 std::string* head = nullptr);
+
+// Sends `bytes` whole on a fresh connection and reads the response (-1: could not connect).
+int RawStatus(int port, const std::string& bytes, std::string* body = nullptr,
+              std::string* head = nullptr);
+
+// Slowloris clients: each sends `prefix` (a request line and the start of a header, or a whole
+// head and the start of a body), then one byte every `every`. One thread drives them all (for
+// at most a minute) and notes when the server closes each, and what it replied.
+class Tricklers {
+ public:
+  Tricklers(int port, int n, const std::string& prefix, std::chrono::milliseconds every);
+  ~Tricklers() { Close(); }
+  Tricklers(const Tricklers&) = delete;
+  Tricklers& operator=(const Tricklers&) = delete;
+
+  void Close();
+  int Open() const;
+  // Seconds from connecting until the server closed connection i (-1: still open).
+  double ClosedAfter(size_t i) const;
+  std::string Reply(size_t i) const;
+
+ private:
+  struct Conn {
+    int fd = -1;
+    std::chrono::steady_clock::time_point connected;
+    double closed_after = -1;
+    std::string reply;
+  };
+  void Drive(std::chrono::milliseconds every);
+  static bool Gone(Conn& c, bool send_now);
+
+  mutable std::mutex mu_;
+  std::vector<Conn> conns_;  // guarded by mu_
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace lockstep::testing
