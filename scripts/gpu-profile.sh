@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'USAGE'
 usage: scripts/gpu-profile.sh [--bin DIR] [--presets 26b-a4b,31b] [--work DIR] [--out DIR]
-                              [--context N]
+                              [--context N] [--prefill]
 
   --bin DIR      directory holding lockstep and cpu_compare_bench (default: build; the
                  binaries may sit in DIR, DIR/src or DIR/bench)
@@ -16,11 +16,12 @@ usage: scripts/gpu-profile.sh [--bin DIR] [--presets 26b-a4b,31b] [--work DIR] [
   --work DIR     where the model files are written, one at a time (default: /tmp)
   --out DIR      where the per-kernel CSV files go (default: the work directory)
   --context N    prompt length before the profiled step (default: 512)
+  --prefill      profile the prompt's forward pass (N rows at once) instead of a decode step
 Needs a CUDA device and ncu (Nsight Compute) on the PATH.
 USAGE
 }
 
-bin=build presets=26b-a4b work=/tmp out="" context=512
+bin=build presets=26b-a4b work=/tmp out="" context=512 prefill=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --help | -h) usage; exit 0 ;;
@@ -29,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --work) work="$2"; shift ;;
     --out) out="$2"; shift ;;
     --context) context="$2"; shift ;;
+    --prefill) prefill=1 ;;
     *) usage >&2; exit 2 ;;
   esac
   shift
@@ -63,14 +65,19 @@ for preset in ${presets//,/ }; do
   k1=$(count_kernels 1)
   k2=$(count_kernels 2)
   per_step=$((k2 - k1))
-  # Profile the 6th decode step after the prompt (steps 1-2 run plainly, then graphs replay).
-  skip=$((k1 + 5 * per_step))
+  # Profile the 6th decode step after the prompt (steps 1-2 run plainly, then graphs replay),
+  # or the prompt's pass: every kernel before the first decode step.
+  skip=$((k1 + 5 * per_step)) count=$per_step what="decode step $step_ms ms"
+  if ((prefill)); then
+    skip=0 count=$k1 what="prefill of $context tokens"
+    step_ms=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); print(t["timings"]["prompt_ms"])' "$gen")
+  fi
   csv="$out/profile-$preset.csv"
   ncu --metrics gpu__time_duration.sum --csv --print-units base --cache-control none \
-    --clock-control none --launch-skip "$skip" --launch-count "$per_step" \
+    --clock-control none --launch-skip "$skip" --launch-count "$count" \
     "$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 12 --ignore-eos --json \
     --no-hash 2>/dev/null | grep '"gpu__time_duration.sum"' >"$csv" || true
-  echo "== $preset: decode step $step_ms ms (context $context), $per_step kernels a step"
+  echo "== $preset: $what (context $context), $count kernels profiled, $per_step a decode step"
   python3 - "$csv" "$step_ms" <<'PY'
 import csv, sys, collections
 path, step_ms = sys.argv[1], float(sys.argv[2])

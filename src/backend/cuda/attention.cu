@@ -1,9 +1,11 @@
-// KV writes and attention. A query (row, head) is 8 blocks of 8 warps that split its keys at fixed
-// positions (segments of 32, dealt round-robin to the blocks, then to their warps): each score a
-// per-lane fmaf chain over the head's dims and the fixed butterfly, folded into an online softmax
-// in ascending position; the warps' states are merged in warp order, the blocks' in block order.
-// Nothing depends on which other rows share the launch or where the cache keeps a key (ring slot
-// or paged block).
+// KV writes and attention. A query's keys are split at fixed positions: segment s of 32
+// positions belongs to slot s % 64, slot j to split j % 8 and, within it, to place j / 8. Each
+// slot is one warp's online softmax in ascending position (per-lane fmaf chains over the head's
+// dims and the fixed butterfly), a split merges its slots in place order, the query merges its
+// splits in split order, always with the same merge arithmetic. Few queries take a block per
+// (query, split) and a merge kernel; many take a block per query whose warp x plays split x: the
+// same bits. Nothing depends on which other rows share the launch or where the cache keeps a key
+// (ring slot or paged block).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -56,6 +58,17 @@ template <int kDims>
 constexpr int KeysPerLoad() {
   return kDims <= 8 ? 8 : 4;
 }
+// The whole-query kernel runs two blocks per multiprocessor for heads up to 256 (prefill has
+// queries enough to fill them), so its warps load fewer keys at a time to stay within 128
+// registers; wider heads would spill there and keep one block.
+template <int kDims>
+constexpr int WholeKeysPerLoad() {
+  return kDims <= 8 ? 4 : 2;
+}
+template <int kDims>
+constexpr int WholeBlocksPerSm() {
+  return kDims <= 8 ? 2 : 1;
+}
 // The split of a query's keys, fixed by positions alone: segment s (positions [32 s, 32 s + 32))
 // belongs to block s % kSplitBlocks of the query's (row, head) blocks and, within it, to warp
 // (s / kSplitBlocks) % kSplitWarps. Each warp folds its segments in ascending position, a block
@@ -69,11 +82,10 @@ constexpr int kSegment = 32;
 // One warp's online softmax over keys [a, b] in ascending order: each group's K and V loads are
 // issued together (memory latency paid once per group), then its scores, then the folds, each
 // exactly as one key at a time would compute it.
-template <int kDims>
+template <int kDims, int kKeys>
 __device__ __forceinline__ void FoldKeys(const KvLayerView& kv, int s, int64_t col, int head_dim,
                                          const float* qv, int a, int b, float& m, float& l,
                                          float* acc) {
-  constexpr int kKeys = KeysPerLoad<kDims>();
   const int lane = threadIdx.x % kWarp;
   for (int t0 = a; t0 <= b; t0 += kKeys) {
     float kval[kKeys][kDims], vval[kKeys][kDims];
@@ -112,128 +124,163 @@ __device__ __forceinline__ void FoldKeys(const KvLayerView& kv, int s, int64_t c
   }
 }
 
-// A block's merged softmax state, as the merge kernel reads it: max, sum, then head_dim
-// accumulator values (all relative to the max).
+// A split's softmax state, as the merge reads it: max, sum, then head_dim accumulator values
+// (all relative to the max).
 __host__ __device__ constexpr int64_t PartialFloats(int head_dim) {
   return 2 + head_dim;
 }
 
-// The block's warp states merged in ascending warp order into one partial state `o` (max, sum,
-// head_dim accumulator values): warps without keys hold m = -inf, l = 0 and add nothing.
-template <int kDims>
-__device__ __forceinline__ void MergeWarps(const float* part_m, const float* part_l,
-                                           const float (*part_acc)[kDims * kWarp], int head_dim,
-                                           float* o) {
-  float m_blk = -INFINITY;
-#pragma unroll
-  for (int v = 0; v < kSplitWarps; ++v) m_blk = fmaxf(m_blk, part_m[v]);
-  float scale[kSplitWarps], l_blk = 0.0f;
-#pragma unroll
-  for (int v = 0; v < kSplitWarps; ++v) {
-    scale[v] = part_l[v] > 0.0f ? expf(part_m[v] - m_blk) : 0.0f;
-    l_blk = l_blk + part_l[v] * scale[v];
-  }
-  if (threadIdx.x == 0) o[0] = m_blk, o[1] = l_blk;
-  for (int d = threadIdx.x; d < head_dim; d += kSplitWarps * kWarp) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kSplitWarps; ++v) sum = sum + part_acc[v][d] * scale[v];
-    o[2 + d] = sum;
-  }
+// The one merge of softmax states (a running state with a new one, in a fixed order): every path
+// uses it with explicit roundings, so contraction never differs between kernels. A state with
+// l = 0 (no keys) gets scale 0: merged into a state it changes nothing, merged with another
+// empty one it stays empty.
+struct MergeScales {
+  float m, l, run, next;
+};
+__device__ __forceinline__ MergeScales Merge(float m_run, float l_run, float m_next, float l_next) {
+  const float m = fmaxf(m_run, m_next);
+  const float run = l_run > 0.0f ? expf(m_run - m) : 0.0f;
+  const float next = l_next > 0.0f ? expf(m_next - m) : 0.0f;
+  return {m, __fadd_rn(__fmul_rn(l_run, run), __fmul_rn(l_next, next)), run, next};
+}
+__device__ __forceinline__ float MergeAcc(float acc_run, float acc_next, const MergeScales& s) {
+  return __fadd_rn(__fmul_rn(acc_run, s.run), __fmul_rn(acc_next, s.next));
 }
 
-// The kSplitBlocks partial states at p (PartialFloats apart) merged in split order, the
-// accumulator divided by the total sum, into out[0 .. head_dim): thread `tid` of `threads` writes
-// d = tid, tid + threads, ... (each d's arithmetic is the same for any thread count).
-__device__ __forceinline__ void MergeSplits(const float* p, int head_dim, float* out, int tid,
-                                            int threads) {
-  float m_all = -INFINITY;
+// The fold of slot (split, v) of a query: its segments (those congruent to the slot modulo the
+// kSplitBlocks * kSplitWarps slots) in ascending order, by one warp, from the empty state.
+template <int kDims, int kKeys>
+__device__ __forceinline__ void FoldSlot(const KvLayerView& kv, int s, int64_t col, int head_dim,
+                                         const float* qv, int lo, int last, int slot, float& m,
+                                         float& l, float* acc) {
+  m = -INFINITY, l = 0.0f;
 #pragma unroll
-  for (int b = 0; b < kSplitBlocks; ++b) m_all = fmaxf(m_all, p[b * PartialFloats(head_dim)]);
-  float scale[kSplitBlocks], l_all = 0.0f;
-#pragma unroll
-  for (int b = 0; b < kSplitBlocks; ++b) {
-    const float* pb = p + b * PartialFloats(head_dim);
-    scale[b] = pb[1] > 0.0f ? expf(pb[0] - m_all) : 0.0f;
-    l_all = l_all + pb[1] * scale[b];
-  }
-  const float inv = 1.0f / l_all;
-  for (int d = tid; d < head_dim; d += threads) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int b = 0; b < kSplitBlocks; ++b)
-      sum = sum + p[b * PartialFloats(head_dim) + 2 + d] * scale[b];
-    out[d] = sum * inv;
-  }
+  for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
+  if (last < lo) return;
+  constexpr int kSlots = kSplitBlocks * kSplitWarps;
+  const int seg0 = lo / kSegment;
+  for (int seg = seg0 + ((slot - seg0) % kSlots + kSlots) % kSlots; seg <= last / kSegment;
+       seg += kSlots)
+    FoldKeys<kDims, kKeys>(kv, s, col, head_dim, qv, max(lo, seg * kSegment),
+                           min(last, seg * kSegment + kSegment - 1), m, l, acc);
 }
 
-// kSplitWarps warps fold the key segments that split `split` of query (row, head) `rh` gives
-// them, and their states are merged in warp order into the partial `o`.
+// What a query (row, head) `rh` needs to fold its slots: sequence, key range, kv column, and
+// this lane's query values.
+struct QueryKeys {
+  int seq, lo, last;
+  int64_t col;
+};
 template <int kDims>
-__device__ __forceinline__ void FoldSplit(const float* q, const KvLayerView& kv, int n_head,
-                                          int group, int head_dim, int window, bool include_self,
-                                          const int32_t* pos, const int32_t* seq, int64_t rh,
-                                          int split, float* o) {
-  __shared__ float part_m[kSplitWarps], part_l[kSplitWarps];
-  __shared__ float part_acc[kSplitWarps][kDims * kWarp];
+__device__ __forceinline__ QueryKeys LoadQuery(const float* q, int n_head, int group, int head_dim,
+                                               int window, bool include_self, const int32_t* pos,
+                                               const int32_t* seq, int64_t rh, float* qv) {
   const int64_t r = rh / n_head;
   const int h = static_cast<int>(rh % n_head);
-  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
-  const int64_t col = static_cast<int64_t>(h / group) * head_dim;
-  const int s = seq[r], p_row = pos[r];
-  const int lo = window > 0 ? max(0, p_row - window + 1) : 0;
-  const int last = include_self ? p_row : p_row - 1;
+  const int lane = threadIdx.x % kWarp;
+  const int p_row = pos[r];
   const float* qh = q + rh * head_dim;
-  float qv[kDims], acc[kDims];
 #pragma unroll
   for (int i = 0; i < kDims; ++i) {
     const int d = lane + kWarp * i;
     qv[i] = d < head_dim ? qh[d] : 0.0f;
-    acc[i] = 0.0f;
   }
-  float m = -INFINITY, l = 0.0f;
-  if (last >= lo) {
-    // This warp's segments: those congruent to its slot modulo the kSplitBlocks * kSplitWarps
-    // slots, in ascending order.
-    constexpr int kSlots = kSplitBlocks * kSplitWarps;
-    const int slot = split + kSplitBlocks * w, seg0 = lo / kSegment;
-    for (int seg = seg0 + ((slot - seg0) % kSlots + kSlots) % kSlots; seg <= last / kSegment;
-         seg += kSlots)
-      FoldKeys<kDims>(kv, s, col, head_dim, qv, max(lo, seg * kSegment),
-                      min(last, seg * kSegment + kSegment - 1), m, l, acc);
-  }
-  if (lane == 0) part_m[w] = m, part_l[w] = l;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) part_acc[w][lane + kWarp * i] = acc[i];
-  __syncthreads();
-  MergeWarps<kDims>(part_m, part_l, part_acc, head_dim, o);
-  __syncthreads();  // the next split reuses part_*
+  return {seq[r], window > 0 ? max(0, p_row - window + 1) : 0, include_self ? p_row : p_row - 1,
+          static_cast<int64_t>(h / group) * head_dim};
 }
 
-// Few queries (decode, verify): one block per (query, split), each writing its partial for the
-// merge kernel, so a single query's keys spread over kSplitBlocks multiprocessors.
+// The kSplitBlocks split states at p (PartialFloats apart) merged in split order, the
+// accumulator divided by the total sum, into out[0 .. head_dim): thread `tid` of `threads` writes
+// d = tid, tid + threads, ... (each d's arithmetic is the same for any thread count).
+__device__ __forceinline__ void MergeSplits(const float* p, int head_dim, float* out, int tid,
+                                            int threads) {
+  const int64_t stride = PartialFloats(head_dim);
+  MergeScales scales[kSplitBlocks];
+  float m = -INFINITY, l = 0.0f;
+#pragma unroll
+  for (int b = 0; b < kSplitBlocks; ++b) {
+    scales[b] = Merge(m, l, p[b * stride], p[b * stride + 1]);
+    m = scales[b].m, l = scales[b].l;
+  }
+  const float inv = 1.0f / l;
+  for (int d = tid; d < head_dim; d += threads) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int b = 0; b < kSplitBlocks; ++b) acc = MergeAcc(acc, p[b * stride + 2 + d], scales[b]);
+    out[d] = acc * inv;
+  }
+}
+
+// Few queries (decode, verify): one block per (query, split), warp v folding slot (split, v); the
+// slots' states are merged in warp order into the split's state for the merge kernel, so a
+// single query's keys spread over kSplitBlocks multiprocessors.
 template <int kDims>
 __global__ void __launch_bounds__(kSplitWarps* kWarp)
     AttentionSplitKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
                          int window, bool include_self, const int32_t* pos, const int32_t* seq,
                          float* partials) {
-  FoldSplit<kDims>(q, kv, n_head, group, head_dim, window, include_self, pos, seq,
-                   blockIdx.x / kSplitBlocks, static_cast<int>(blockIdx.x % kSplitBlocks),
-                   partials + blockIdx.x * PartialFloats(head_dim));
+  __shared__ float part_m[kSplitWarps], part_l[kSplitWarps];
+  __shared__ float part_acc[kSplitWarps][kDims * kWarp];
+  const int64_t rh = blockIdx.x / kSplitBlocks;
+  const int split = static_cast<int>(blockIdx.x % kSplitBlocks);
+  const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
+  float qv[kDims], acc[kDims], m, l;
+  const QueryKeys k =
+      LoadQuery<kDims>(q, n_head, group, head_dim, window, include_self, pos, seq, rh, qv);
+  FoldSlot<kDims, KeysPerLoad<kDims>()>(kv, k.seq, k.col, head_dim, qv, k.lo, k.last,
+                                        split + kSplitBlocks * w, m, l, acc);
+  if (lane == 0) part_m[w] = m, part_l[w] = l;
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) part_acc[w][lane + kWarp * i] = acc[i];
+  __syncthreads();
+  MergeScales scales[kSplitWarps];
+  float m_run = -INFINITY, l_run = 0.0f;
+#pragma unroll
+  for (int v = 0; v < kSplitWarps; ++v) {
+    scales[v] = Merge(m_run, l_run, part_m[v], part_l[v]);
+    m_run = scales[v].m, l_run = scales[v].l;
+  }
+  float* o = partials + blockIdx.x * PartialFloats(head_dim);
+  if (threadIdx.x == 0) o[0] = m_run, o[1] = l_run;
+  for (int d = threadIdx.x; d < head_dim; d += kSplitWarps * kWarp) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kSplitWarps; ++v) sum = MergeAcc(sum, part_acc[v][d], scales[v]);
+    o[2 + d] = sum;
+  }
 }
 
-// Many queries (prefill): one block per query runs its splits one after another into shared
-// memory and merges them itself: the same partials and the same merge, so the same bits as the
-// split kernels, without kSplitBlocks times the blocks.
+// Many queries (prefill): one block per query, warp x playing split x: it folds the split's
+// slots one after another and merges each into its running state as it finishes (the split
+// kernel's warp-order merge, the same arithmetic), then the block merges the splits. The same
+// bits as the split kernels without kSplitBlocks times the blocks, and every warp busy.
 template <int kDims>
-__global__ void __launch_bounds__(kSplitWarps* kWarp)
+__global__ void __launch_bounds__(kSplitWarps* kWarp, WholeBlocksPerSm<kDims>())
     AttentionWholeKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
                          int window, bool include_self, const int32_t* pos, const int32_t* seq,
                          float* out) {
+  static_assert(kSplitWarps == kSplitBlocks, "warp x of a whole block plays split x");
   __shared__ float splits[kSplitBlocks * PartialFloats(kDims * kWarp)];
-  for (int split = 0; split < kSplitBlocks; ++split)
-    FoldSplit<kDims>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, blockIdx.x,
-                     split, splits + split * PartialFloats(head_dim));
+  const int lane = threadIdx.x % kWarp, split = threadIdx.x / kWarp;
+  float qv[kDims], acc[kDims], run[kDims], m, l, m_run = -INFINITY, l_run = 0.0f;
+  const QueryKeys k =
+      LoadQuery<kDims>(q, n_head, group, head_dim, window, include_self, pos, seq, blockIdx.x, qv);
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) run[i] = 0.0f;
+  for (int v = 0; v < kSplitWarps; ++v) {
+    FoldSlot<kDims, WholeKeysPerLoad<kDims>()>(kv, k.seq, k.col, head_dim, qv, k.lo, k.last,
+                                               split + kSplitBlocks * v, m, l, acc);
+    const MergeScales s = Merge(m_run, l_run, m, l);
+    m_run = s.m, l_run = s.l;
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) run[i] = MergeAcc(run[i], acc[i], s);
+  }
+  float* o = splits + split * PartialFloats(head_dim);
+  if (lane == 0) o[0] = m_run, o[1] = l_run;
+#pragma unroll
+  for (int i = 0; i < kDims; ++i)
+    if (lane + kWarp * i < head_dim) o[2 + lane + kWarp * i] = run[i];
+  __syncthreads();
   MergeSplits(splits, head_dim, out + static_cast<int64_t>(blockIdx.x) * head_dim, threadIdx.x,
               kSplitWarps * kWarp);
 }
