@@ -12,7 +12,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
-#include "testing/backends.h"
+#include "testing/cuda_fixture.h"
 #include "testing/encode.h"
 #include "testing/random.h"
 
@@ -21,16 +21,6 @@ namespace {
 
 using backend::Tensor;
 using backend::Weight;
-
-Weight VectorWeight(const std::string& name, const std::vector<float>& values) {
-  Weight w;
-  w.name = name;
-  w.type = DType::F32;
-  w.ne = {static_cast<int64_t>(values.size())};
-  w.data = values.data();
-  w.row_bytes = values.size() * sizeof(float);
-  return w;
-}
 
 // A weight [n, k] of `type` from Gaussian rows (the bytes are kept in `bytes`).
 Weight QuantWeight(DType type, int64_t k, int64_t n, uint32_t seed, std::vector<uint8_t>* bytes) {
@@ -48,31 +38,9 @@ Weight QuantWeight(DType type, int64_t k, int64_t n, uint32_t seed, std::vector<
   return w;
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-class CudaFusedOps : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string why;
-    gpu_ = testing::CudaBackendOrWhyNot(&why);
-    if (!gpu_) GTEST_SKIP() << "SKIPPED (no CUDA device): " << why;
-  }
-  Tensor Upload(backend::Backend& be, const std::vector<float>& v, int64_t rows, int64_t cols) {
-    Tensor t = be.NewTensor(rows, cols);
-    be.FromHost(v, &t);
-    return t;
-  }
-  std::vector<float> Host(backend::Backend& be, const Tensor& t) {
-    std::vector<float> v;
-    be.ToHost(t, &v);
-    return v;
-  }
-
-  std::unique_ptr<backend::Backend> gpu_;
-  backend::CpuBackend cpu_{2};
-};
+using CudaFusedOps = testing::CudaFixture;
+using testing::SameBits;
+using testing::VectorWeight;
 
 // y = RmsNorm(x) + residual over whole rows of every kernel's width (the register-held rows up
 // to 2,048 and 6,144 values, the streamed ones beyond, head-sized groups below 1,024), with and

@@ -14,7 +14,7 @@
 #include "core/half.h"
 #include "kv/kv_cache.h"
 #include "quant/quant.h"
-#include "testing/backends.h"
+#include "testing/cuda_fixture.h"
 #include "testing/encode.h"
 #include "testing/random.h"
 #if LOCKSTEP_HAS_CUDA
@@ -54,47 +54,16 @@ bool MakeWeight(DType type, int64_t k, int64_t n, uint32_t seed, HostWeight* out
   return true;
 }
 
-// An F32 vector weight (norm weights, scales) viewing `values`.
-Weight VectorWeight(const char* name, const std::vector<float>& values) {
-  Weight w;
-  w.name = name;
-  w.type = DType::F32;
-  w.ne = {static_cast<int64_t>(values.size())};
-  w.data = values.data();
-  w.row_bytes = values.size() * sizeof(float);
-  return w;
-}
+using testing::SameBits;
+using testing::VectorWeight;
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-class CudaOps : public ::testing::Test {
+class CudaOps : public testing::CudaFixture {
  protected:
-  void SetUp() override {
-    std::string why;
-    gpu_ = testing::CudaBackendOrWhyNot(&why);
-    if (!gpu_) GTEST_SKIP() << "SKIPPED (no CUDA device): " << why;
-  }
-
-  Tensor Upload(const std::vector<float>& v, int64_t rows, int64_t cols) {
-    Tensor t = gpu_->NewTensor(rows, cols);
-    gpu_->FromHost(v, &t);
-    return t;
-  }
-  std::vector<float> Host(const Tensor& t) {
-    std::vector<float> v;
-    gpu_->ToHost(t, &v);
-    return v;
-  }
   backend::IntTensor Ids(const std::vector<int32_t>& ids) {
     backend::IntTensor t = gpu_->NewIntTensor(static_cast<int64_t>(ids.size()));
     gpu_->Upload(ids, &t);
     return t;
   }
-
-  std::unique_ptr<backend::Backend> gpu_;
-  backend::CpuBackend cpu_{2};
 };
 
 constexpr DType kFormats[] = {DType::F32,    DType::F16,    DType::BF16, DType::Q8_0,
