@@ -29,8 +29,8 @@ namespace {
 using backend::Tensor;
 using backend::Weight;
 
-constexpr DType kIntegerFormats[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q8_0,
-                                     DType::Q4_0};
+constexpr DType kIntegerFormats[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                     DType::Q8_0, DType::Q4_0, DType::Q5_0};
 
 struct Case {
   DType type;

@@ -288,6 +288,52 @@ struct Q40 {
   }
 };
 
+// Q5_0's fifth bits of 4 consecutive elements (bits 0..3 of `bits`) as bit 4 of each byte.
+__device__ __forceinline__ uint32_t FifthBits(uint32_t bits) {
+  return ((bits & 1u) << 4) | ((bits & 2u) << 11) | ((bits & 4u) << 18) | ((bits & 8u) << 25);
+}
+
+// Q5_0 (d, 32 fifth bits, 16 nibble bytes): levels (nibble | fifth bit << 4) - 16, signed, so
+// no min term, as quant/dot_portable_extra.cpp's DotQ5_0. Lane t holds elements 4t.. (low
+// nibbles of qs bytes [4t, 4t + 4)) and 16 + 4t.. (their high nibbles), as Q4_0.
+struct Q50 {
+  static constexpr int kElems = 32, kBytes = 22, kUnroll = 4;
+  static constexpr bool kMin = false;
+  struct Part {
+    int lo, hi;
+    float d;
+  };
+  // Word i of the block's levels: i < 4 elements 4i.., else 16 + 4(i - 4)...
+  __device__ static uint32_t Word(const uint8_t* blk, uint32_t qh, int i) {
+    const uint32_t q = static_cast<uint32_t>(Word2(blk + 6 + 4 * (i & 3)));
+    const uint32_t nib = (i < 4 ? q : q >> 4) & 0x0F0F0F0Fu;
+    return __vsub4(nib | FifthBits((qh >> (4 * i)) & 0xFu), 0x10101010u);
+  }
+  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
+    p.d = Half(*reinterpret_cast<const uint16_t*>(blk));
+    const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
+    p.lo = static_cast<int>(Word(blk, qh, t));
+    p.hi = static_cast<int>(Word(blk, qh, 4 + t));
+  }
+  __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
+                             int* imin) {
+    Q40::Dot({p.lo, p.hi, p.d}, q, bsum, t, isum, imin);
+  }
+  __device__ static float Contribution(const Part& p, float dx, int isum, int) {
+    return Combine(p.d, dx, isum);
+  }
+  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc, int* mn) {
+    const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
+#pragma unroll
+    for (int i = 0; i < 8; ++i) w[i] = Word(blk, qh, i);
+    sc[0] = sc[1] = 1;
+    mn[0] = mn[1] = 0;
+  }
+  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
+    Q40::Scales(blk, d, dmin);
+  }
+};
+
 }  // namespace intq
 
 // Calls f(Format{}) for the formats on the integer path; returns false for the others.
@@ -308,6 +354,9 @@ bool DispatchIntFormat(DType t, Fn&& f) {
       return true;
     case DType::Q4_0:
       f(intq::Q40{});
+      return true;
+    case DType::Q5_0:
+      f(intq::Q50{});
       return true;
     default:
       return false;
