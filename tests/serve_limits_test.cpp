@@ -1,7 +1,8 @@
 // `lockstep serve`'s body deadline (--body-timeout: a trickled body gets 408 and frees its
 // thread; bodies sent in pieces, chunked or up to --max-body within it are served) and its
 // connection cap (--max-connections: the connection beyond it gets 503 + Retry-After at once),
-// each with a negative control (a long deadline keeps the trickler; a high cap serves the 5th).
+// each with a negative control (a long deadline keeps the trickler; a high cap serves the 5th),
+// and GET /metrics counts each refusal once (the controls count 0).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@ using Clock = std::chrono::steady_clock;
 using testing::ConnectLoopback;
 using testing::RawStatus;
 using testing::ReadResponse;
+using testing::Refusals;
+using testing::RefusalsIn;
 using testing::Tricklers;
 
 std::string ModelPath() {
@@ -131,10 +134,31 @@ TEST(ServeBody, LongDeadlineKeepsTheTricklerNegativeControl) {
   std::this_thread::sleep_for(2100ms);
   EXPECT_EQ(t.Open(), 1);
   EXPECT_EQ(t.Reply(0), "");
+  // Nothing was refused, so the count the metrics test expects to be 2 is 0 here.
+  const std::string refusals = Refusals(server.port());
+  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
   std::printf(
       "[ serve ] negative control: with --body-timeout 30 the body trickler is open after "
-      "2.1 s: %s\n",
-      t.Open() == 1 ? "yes" : "no");
+      "2.1 s: %s; /metrics: %s\n",
+      t.Open() == 1 ? "yes" : "no", refusals.c_str());
+}
+
+// Two body tricklers, both answered 408 at --body-timeout 1 s, count body_timeout 2 and nothing
+// else.
+TEST(ServeBody, BodyTimeoutsAreCountedInMetrics) {
+  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  testing::InProcessServer server(Limited(1.0));
+  ASSERT_EQ(server.Start(), "");
+  EXPECT_EQ(Refusals(server.port()),
+            "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
+  Tricklers t(server.port(), 2, kBodyPrefix, 200ms);
+  const auto t0 = Clock::now();
+  while (t.Open() > 0 && Since(t0) < 5) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(t.Open(), 0);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(t.Reply(i).rfind("HTTP/1.1 408 ", 0), 0u) << t.Reply(i);
+  const std::string refusals = Refusals(server.port());
+  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=2");
+  std::printf("[ serve ] /metrics after 2 body tricklers got 408: %s\n", refusals.c_str());
 }
 
 // Bodies that arrive within the deadline work as before: in pieces, chunked in pieces, and one
@@ -175,9 +199,12 @@ TEST(ServeBody, BodiesWithinTheDeadlineAreServed) {
 }
 
 // Opens four connections (a keep-alive client that asks /health, three idle), then a 5th that
-// asks /health: returns its status (503 with --max-connections 4). Either way the keep-alive one
-// still answers, and once an idle one closes a new connection is served.
-int FifthConnectionStatus(const testing::InProcessServer& server, std::string* head) {
+// asks /health, twice: returns its status (503 both times with --max-connections 4). Either way
+// the keep-alive one still answers, and gives `refusals` (RefusalsIn of its GET /metrics, asked
+// while all four are open, so that request cannot be refused itself); and once an idle one
+// closes a new connection is served.
+int FifthConnectionStatus(const testing::InProcessServer& server, std::string* head,
+                          std::string* refusals) {
   const int kept = ConnectLoopback(server.port());
   ::send(kept, kHealth.data(), kHealth.size(), MSG_NOSIGNAL);
   EXPECT_EQ(ReadResponse(kept, 3s), 200);
@@ -191,8 +218,14 @@ int FifthConnectionStatus(const testing::InProcessServer& server, std::string* h
   if (fifth == 503) {
     EXPECT_EQ(json::parse(body, nullptr, false)["error"]["code"], 503) << body;
   }
+  EXPECT_EQ(RawStatus(server.port(), kHealth), fifth);         // the same again
   ::send(kept, kHealth.data(), kHealth.size(), MSG_NOSIGNAL);  // existing ones are unaffected
   EXPECT_EQ(ReadResponse(kept, 3s), 200);
+  const std::string metrics = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ::send(kept, metrics.data(), metrics.size(), MSG_NOSIGNAL);
+  EXPECT_EQ(ReadResponse(kept, 3s, &body), 200);
+  *refusals = RefusalsIn(body);
+  std::printf("[ serve ] /metrics after two 5th connections: %s\n", refusals->c_str());
   ::close(idle[0]);
   int again = 0;  // the server notices the close at once; retry briefly to be safe
   for (int i = 0; i < 20 && again != 200; ++i, std::this_thread::sleep_for(50ms))
@@ -207,10 +240,11 @@ TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
   if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(30, 4));
   ASSERT_EQ(server.Start(), "");
-  std::string head;
-  EXPECT_EQ(FifthConnectionStatus(server, &head), 503);
+  std::string head, refusals;
+  EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 503);
   EXPECT_NE(head.find("Retry-After: 1\r\n"), std::string::npos) << head;
   EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos) << head;
+  EXPECT_EQ(refusals, "max_connections=2 header_timeout=0 header_too_large=0 body_timeout=0");
 }
 
 // Negative control: the same five connections with the default cap (256): the 5th is served.
@@ -218,8 +252,9 @@ TEST(ServeConnections, HighCapServesTheFifthNegativeControl) {
   if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(30));
   ASSERT_EQ(server.Start(), "");
-  std::string head;
-  EXPECT_EQ(FifthConnectionStatus(server, &head), 200);
+  std::string head, refusals;
+  EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 200);
+  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
 }
 
 TEST(ServeLimitsCli, HelpShowsTheBodyTimeoutAndConnectionCap) {

@@ -1,7 +1,8 @@
 // `lockstep serve` against slow clients: a request head must arrive within --header-timeout
 // (re-armed per keep-alive request) and stay within 100 lines and 64 KiB, and three times the
 // HTTP thread pool of trickling clients starve no route, with negative controls (a long deadline
-// keeps the trickler open; plain cpp-httplib is starved by the same clients).
+// keeps the trickler open; plain cpp-httplib is starved by the same clients), and GET /metrics
+// counts each 408 and 431 once (a server that refused nothing counts 0).
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ double Since(Clock::time_point t0) {
 using testing::ConnectLoopback;
 using testing::RawStatus;
 using testing::ReadResponse;
+using testing::Refusals;
 using testing::Tricklers;
 
 const std::string kHeadPrefix = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
@@ -130,6 +132,31 @@ TEST_F(ServeSlowloris, TricklingHeadIsClosedAtTheDeadline) {
     EXPECT_NE(reply.find("--header-timeout"), std::string::npos) << reply;
   }
   EXPECT_EQ(RawStatus(server_->port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"), 200);
+}
+
+// Two head tricklers closed at the deadline count header_timeout 2, then three oversized heads
+// header_too_large 3, and no other reason moves (its own server: the shared one's counts depend
+// on which tests ran before).
+TEST_F(ServeSlowloris, RefusalsAreCountedInMetrics) {
+  testing::InProcessServer server(ServerWithDeadline(1.0));
+  ASSERT_EQ(server.Start(), "");
+  const int port = server.port();
+  EXPECT_EQ(Refusals(port), "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
+  {
+    Tricklers t(port, 2, kHeadPrefix, 200ms);
+    const auto t0 = Clock::now();
+    while (t.Open() > 0 && Since(t0) < 5) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(t.Open(), 0);
+  }
+  const std::string after_408 = Refusals(port);
+  EXPECT_EQ(after_408, "max_connections=0 header_timeout=2 header_too_large=0 body_timeout=0");
+  std::string lines = "GET /health HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 101; ++i) lines += fmt::format("H{}: v\r\n", i);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(RawStatus(port, lines + "\r\n"), 431) << i;
+  const std::string after_431 = Refusals(port);
+  EXPECT_EQ(after_431, "max_connections=0 header_timeout=2 header_too_large=3 body_timeout=0");
+  std::printf("[ serve ] /metrics after 2 head tricklers: %s; after 3 oversized heads too: %s\n",
+              after_408.c_str(), after_431.c_str());
 }
 
 // A slow client whose every head arrives within the deadline is served, on one keep-alive
@@ -230,10 +257,13 @@ TEST_F(ServeSlowloris, LongDeadlineKeepsTheTricklerNegativeControl) {
   std::this_thread::sleep_for(2100ms);
   EXPECT_EQ(t.Open(), 1);
   EXPECT_EQ(t.ClosedAfter(0), -1);
+  // Nothing was refused, so the count the metrics test expects to be 2 is 0 here.
+  const std::string refusals = Refusals(server.port());
+  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
   std::printf(
       "[ serve ] negative control: with --header-timeout 30 the trickler is open after "
-      "2.1 s: %s\n",
-      t.Open() == 1 ? "yes" : "no");
+      "2.1 s: %s; /metrics: %s\n",
+      t.Open() == 1 ? "yes" : "no", refusals.c_str());
 }
 
 // Negative control of the starvation test: cpp-httplib's own server, with the same 10 threads

@@ -78,7 +78,8 @@ void Refuse(const Connection& c, int status, const std::string& message) {
 
 }  // namespace
 
-HttpServer::HttpServer(const IntakeOptions& options) : options_(options) {
+HttpServer::HttpServer(const IntakeOptions& options, RefusalCounts& refusals)
+    : options_(options), refusals_(refusals) {
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   new_task_queue = [] { return new InPlaceQueue(); };
@@ -119,6 +120,7 @@ void HttpServer::Shutdown() {
 bool HttpServer::process_and_close_socket(socket_t sock) {
   if (open_.load() >= options_.max_connections) {
     const Connection refused(sock, 0);  // not counted: it closes on leaving this scope
+    refusals_.Count(LimitRefusal::kMaxConnections);
     Refuse(refused, 503,
            fmt::format("too many open connections (--max-connections {}); retry shortly",
                        options_.max_connections));
@@ -210,6 +212,7 @@ void HttpServer::Decide(Waiting& w) {
     case HeadState::kIncomplete:
       return;
     case HeadState::kTooLarge:
+      refusals_.Count(LimitRefusal::kHeaderTooLarge);
       Refuse(*w.conn, 431,
              fmt::format("request head larger than {} bytes or {} header lines",
                          options_.limits.max_bytes, options_.limits.max_lines));
@@ -225,13 +228,15 @@ void HttpServer::Decide(Waiting& w) {
 void HttpServer::Expire(Waiting& w, Clock::time_point now) {
   if (now < w.until) return;
   // A connection idle between requests just closes, as httplib's keep-alive wait did.
-  if (w.started)
+  if (w.started) {
+    refusals_.Count(LimitRefusal::kHeaderTimeout);
     Refuse(*w.conn, 408,
            w.until == w.head_until
                ? fmt::format("request head not received within --header-timeout ({} s)",
                              Seconds(options_.head_timeout))
                : fmt::format("client silent for --read-timeout ({} s) while sending its head",
                              Seconds(options_.read_timeout)));
+  }
   w.conn.reset();
 }
 
@@ -250,6 +255,7 @@ void HttpServer::Serve(const std::shared_ptr<Connection>& conn, Clock::time_poin
     ok = false;
   }
   // The body did not come in time; httplib's answer to the failed read (400) was never sent.
+  if (expiry != ReadExpiry::kNone) refusals_.Count(LimitRefusal::kBodyTimeout);
   if (expiry == ReadExpiry::kBodyDeadline)
     Refuse(*conn, 408,
            fmt::format("request body not received within --body-timeout ({} s)",

@@ -13,6 +13,7 @@
 
 #include "server/connection.h"
 #include "server/head_scan.h"
+#include "server/refusals.h"
 
 namespace lockstep::server {
 
@@ -39,10 +40,10 @@ struct IntakeOptions {
 // a client trickling its body holds a worker that long at most. Connections beyond
 // max_connections open at once get 503 from the listener and are closed before they cost a
 // thread or a slot in the intake. All of it (threads, descriptors, connections, the count)
-// belongs to this object.
+// belongs to this object; each refusal is counted once in `refusals`, which must outlive it.
 class HttpServer : public httplib::Server {
  public:
-  explicit HttpServer(const IntakeOptions& options);
+  HttpServer(const IntakeOptions& options, RefusalCounts& refusals);
   ~HttpServer() override;
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -71,6 +72,7 @@ class HttpServer : public httplib::Server {
   void Serve(const std::shared_ptr<Connection>& conn, Clock::time_point head_deadline);
 
   IntakeOptions options_;
+  RefusalCounts& refusals_;
   int stop_fd_ = -1;  // an eventfd, written once by StopIntake and never read: stays readable
   int wake_fd_ = -1;  // an eventfd: arrivals are waiting
   std::atomic<bool> stopping_{false};

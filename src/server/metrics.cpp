@@ -2,6 +2,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,35 @@ void Histogram::Render(const std::string& name, const std::string& help, std::st
   *out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name,
                       sum_, name, count_);
 }
+
+namespace {
+
+// One family per refusing stage, a `reason` label per limit: a connection refused before any
+// request was read is not a request, so it gets its own family.
+void RenderRefusals(const RefusalCounts& counts, std::string* out) {
+  struct Family {
+    const char* name;
+    const char* help;
+    std::vector<std::pair<const char*, LimitRefusal>> reasons;
+  };
+  const Family families[] = {
+      {"lockstep:connections_refused_total",
+       "Connections refused by the listener before any request was read.",
+       {{"max_connections", LimitRefusal::kMaxConnections}}},
+      {"lockstep:requests_refused_total",
+       "Requests refused at a transport limit (408, 431) before reaching a route.",
+       {{"header_timeout", LimitRefusal::kHeaderTimeout},
+        {"header_too_large", LimitRefusal::kHeaderTooLarge},
+        {"body_timeout", LimitRefusal::kBodyTimeout}}},
+  };
+  for (const Family& f : families) {
+    *out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", f.name, f.help, f.name);
+    for (const auto& [label, reason] : f.reasons)
+      *out += fmt::format("{}{{reason=\"{}\"}} {}\n", f.name, label, counts.Get(reason));
+  }
+}
+
+}  // namespace
 
 Metrics::Metrics()
     : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
@@ -123,6 +153,7 @@ std::string Metrics::Render() const {
   rows_per_step_.Render("lockstep:step_rows", "Target batch rows per engine step.", &out);
   ttft_.Render("lockstep:time_to_first_token_seconds", "From submission to the first token.", &out);
   latency_.Render("lockstep:request_seconds", "From submission to the last byte.", &out);
+  RenderRefusals(refusals_, &out);
   return out;
 }
 

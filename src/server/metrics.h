@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/refusals.h"
 
 namespace lockstep::server {
 
@@ -40,6 +41,9 @@ class Metrics {
   void OnFinished(const engine::SeqResult& r, size_t n_prompt);
   void SetQueue(int processing, int deferred);
 
+  // Listener, intake and worker threads: lock-free, and the caller keeps no other handle.
+  RefusalCounts& refusals() { return refusals_; }
+
   std::string Render() const;
 
  private:
@@ -51,6 +55,7 @@ class Metrics {
   uint64_t drafted_ = 0, accepted_ = 0, draft_rounds_ = 0;
   int processing_ = 0, deferred_ = 0;
   Histogram ttft_, latency_, rows_per_step_;
+  RefusalCounts refusals_;  // atomic: not guarded by mu_
 };
 
 }  // namespace lockstep::server

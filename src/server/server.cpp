@@ -14,8 +14,8 @@
 namespace lockstep::server {
 
 struct Server::Impl {
-  explicit Impl(const IntakeOptions& intake) : http(intake) {}
-  Context ctx;
+  explicit Impl(const IntakeOptions& intake) : http(intake, ctx.metrics.refusals()) {}
+  Context ctx;         // constructed first: http counts its refusals in ctx.metrics
   HttpServer http;     // destroyed first: its workers run handlers that use ctx
   int listen_fd = -1;  // kept to widen httplib's listen backlog after it binds
   std::mutex stop_mu;

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include <fmt/format.h>
+
 namespace lockstep::testing {
 
 using Clock = std::chrono::steady_clock;
@@ -51,6 +53,34 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body, std:
     in.append(buf, static_cast<size_t>(n));
   }
   return 0;
+}
+
+std::string RefusalsIn(const std::string& metrics) {
+  const std::pair<const char*, const char*> series[] = {
+      {"connections", "max_connections"},
+      {"requests", "header_timeout"},
+      {"requests", "header_too_large"},
+      {"requests", "body_timeout"},
+  };
+  std::string out;
+  for (const auto& [family, reason] : series) {
+    const std::string name =
+        fmt::format("\nlockstep:{}_refused_total{{reason=\"{}\"}} ", family, reason);
+    const size_t at = metrics.find(name);
+    const std::string value =
+        at == std::string::npos
+            ? "-1"
+            : metrics.substr(at + name.size(), metrics.find('\n', at + 1) - at - name.size());
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", reason, value);
+  }
+  return out;
+}
+
+std::string Refusals(int port) {
+  std::string body;
+  if (RawStatus(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &body) != 200)
+    return "no metrics";
+  return RefusalsIn(body);
 }
 
 int RawStatus(int port, const std::string& bytes, std::string* body, std::string* head) {

@@ -1,5 +1,5 @@
 // Raw-socket HTTP clients for the server's transport tests: whole requests with bounded waits,
-// and slow clients (slowloris) that trickle a request one byte at a time.
+// slow clients (slowloris) that trickle a request one byte at a time, and the refusal counters.
 #pragma once
 
 #include <atomic>
@@ -23,6 +23,13 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nul
 // Sends `bytes` whole on a fresh connection and reads the response (-1: could not connect).
 int RawStatus(int port, const std::string& bytes, std::string* body = nullptr,
               std::string* head = nullptr);
+
+// The server's refusal counters in /metrics text `metrics`, in a fixed order, e.g.
+// "max_connections=0 header_timeout=2 header_too_large=0 body_timeout=0" (a missing one: -1),
+// so one comparison checks the counted reason and that the others stayed 0.
+std::string RefusalsIn(const std::string& metrics);
+// GET /metrics on a fresh connection, as RefusalsIn ("no metrics" if it failed).
+std::string Refusals(int port);
 
 // Slowloris clients: each sends `prefix` (a request line and the start of a header, or a whole
 // head and the start of a body), then one byte every `every`. One thread drives them all (for
