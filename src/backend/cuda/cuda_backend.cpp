@@ -37,6 +37,26 @@ cudaStream_t S(CUstream_st* s) {
 // Pinned staging for step inputs: far more than one step uploads (ids, positions, block tables).
 constexpr size_t kStagingBytes = size_t{4} << 20;
 
+void CheckMatMulShapes(const Weight& w, const Tensor& x, const Tensor& y) {
+  CHECKF(x.cols() == w.ne[0] && y.cols() == w.n_rows() && y.rows() == x.rows(),
+         "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, x.rows(), x.cols(),
+         y.rows(), y.cols(), w.ne[0]);
+}
+
+// A norm's optional F32 weight of n values, as the kernels take it (null: no weight).
+const float* NormWeight(const Weight* w, int64_t n) {
+  if (!w) return nullptr;
+  CHECKF(w->type == DType::F32 && w->ne[0] == n, "norm weight {}", w->name);
+  return static_cast<const float*>(w->data);
+}
+
+// RoPE's optional F32 frequency factors, one per rotation pair (null: none).
+const float* FreqFactors(const Weight* f, int n_rot) {
+  if (!f) return nullptr;
+  CHECK(f->type == DType::F32 && f->ne[0] >= n_rot / 2);
+  return static_cast<const float*>(f->data);
+}
+
 }  // namespace
 
 int CudaBackend::DeviceCount() {
@@ -240,9 +260,7 @@ void CudaBackend::GetRows(const Weight& table, std::span<const int32_t> ids, flo
 }
 
 void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
-  CHECKF(x.cols() == w.ne[0] && y->cols() == w.n_rows() && y->rows() == x.rows(),
-         "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, x.rows(), x.cols(),
-         y->rows(), y->cols(), w.ne[0]);
+  CheckMatMulShapes(w, x, *y);
   LaunchMatMul(w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], y->cols(), x.data(),
                x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0]), S(stream_));
 }
@@ -266,9 +284,7 @@ void CudaBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       const Weight& w = *outs[j].w;
       if (done[j] || IntActivationBlock(w.type) != block) continue;
       Tensor* y = outs[j].y;
-      CHECKF(x.cols() == w.ne[0] && y->cols() == w.n_rows() && y->rows() == rows,
-             "cuda matmul {}: x [{}, {}], y [{}, {}], w has {} columns", w.name, rows, x.cols(),
-             y->rows(), y->cols(), w.ne[0]);
+      CheckMatMulShapes(w, x, *y);
       LaunchIntMatMulQuantized(w.type, w.data, static_cast<int64_t>(w.row_bytes), y->cols(), xq,
                                rows, y->data(), S(stream_));
       done[j] = true;
@@ -289,17 +305,15 @@ void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const i
 void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
                           float extra_scale, Tensor* y) {
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
-  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == group, "norm weight {}", w->name);
-  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, group, extra_scale,
-                x.rows(), x.cols(), y->data(), S(stream_));
+  LaunchRmsNorm(x.data(), NormWeight(w, group), eps, group, extra_scale, x.rows(), x.cols(),
+                y->data(), S(stream_));
 }
 
 void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
                        const Weight* freq_factors) {
   CHECK(static_cast<int64_t>(pos.size()) == x->rows());
-  if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
   LaunchRope(x->data(), pos.data(), x->rows(), x->cols(), head_dim, n_rot, base,
-             freq_factors ? static_cast<const float*>(freq_factors->data) : nullptr, S(stream_));
+             FreqFactors(freq_factors, n_rot), S(stream_));
 }
 
 void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
@@ -307,9 +321,8 @@ void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const 
   CHECK(y->rows() == x.rows() && y->cols() == x.cols() && residual.rows() == x.rows() &&
         residual.cols() == x.cols());
   CHECKF(y->data() != residual.data(), "rms_norm_add: the output overwrites the residual");
-  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == x.cols(), "norm weight {}", w->name);
-  LaunchRmsNorm(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, x.cols(), 1.0f,
-                x.rows(), x.cols(), y->data(), S(stream_), residual.data());
+  LaunchRmsNorm(x.data(), NormWeight(w, x.cols()), eps, x.cols(), 1.0f, x.rows(), x.cols(),
+                y->data(), S(stream_), residual.data());
 }
 
 void CudaBackend::RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,
@@ -321,12 +334,8 @@ void CudaBackend::RmsNormRope(const Tensor& x, const Weight* w, float eps, int h
   }
   CHECK(static_cast<int64_t>(pos.size()) == x.rows() && y->rows() == x.rows() &&
         y->cols() == x.cols());
-  if (w) CHECKF(w->type == DType::F32 && w->ne[0] == head_dim, "norm weight {}", w->name);
-  if (freq_factors) CHECK(freq_factors->type == DType::F32 && freq_factors->ne[0] >= n_rot / 2);
-  LaunchRmsNormRope(x.data(), w ? static_cast<const float*>(w->data) : nullptr, eps, head_dim,
-                    pos.data(), n_rot, base,
-                    freq_factors ? static_cast<const float*>(freq_factors->data) : nullptr,
-                    x.rows(), x.cols(), y->data(), S(stream_));
+  LaunchRmsNormRope(x.data(), NormWeight(w, head_dim), eps, head_dim, pos.data(), n_rot, base,
+                    FreqFactors(freq_factors, n_rot), x.rows(), x.cols(), y->data(), S(stream_));
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, Tensor* y) {

@@ -294,15 +294,11 @@ __device__ __forceinline__ uint32_t FifthBits(uint32_t bits) {
 }
 
 // Q5_0 (d, 32 fifth bits, 16 nibble bytes): levels (nibble | fifth bit << 4) - 16, signed, so
-// no min term, as quant/dot_portable_extra.cpp's DotQ5_0. Lane t holds elements 4t.. (low
-// nibbles of qs bytes [4t, 4t + 4)) and 16 + 4t.. (their high nibbles), as Q4_0.
-struct Q50 {
-  static constexpr int kElems = 32, kBytes = 22, kUnroll = 4;
-  static constexpr bool kMin = false;
-  struct Part {
-    int lo, hi;
-    float d;
-  };
+// no min term, as quant/dot_portable_extra.cpp's DotQ5_0. Once loaded it is Q4_0 (the same lane
+// layout, activations, dot, scale and contribution); only the block size and the level words
+// differ.
+struct Q50 : Q40 {
+  static constexpr int kBytes = 22;
   // Word i of the block's levels: i < 4 elements 4i.., else 16 + 4(i - 4)...
   __device__ static uint32_t Word(const uint8_t* blk, uint32_t qh, int i) {
     const uint32_t q = static_cast<uint32_t>(Word2(blk + 6 + 4 * (i & 3)));
@@ -315,22 +311,12 @@ struct Q50 {
     p.lo = static_cast<int>(Word(blk, qh, t));
     p.hi = static_cast<int>(Word(blk, qh, 4 + t));
   }
-  __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
-                             int* imin) {
-    Q40::Dot({p.lo, p.hi, p.d}, q, bsum, t, isum, imin);
-  }
-  __device__ static float Contribution(const Part& p, float dx, int isum, int) {
-    return Combine(p.d, dx, isum);
-  }
   __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc, int* mn) {
     const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = Word(blk, qh, i);
     sc[0] = sc[1] = 1;
     mn[0] = mn[1] = 0;
-  }
-  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
-    Q40::Scales(blk, d, dmin);
   }
 };
 
