@@ -3,9 +3,11 @@
 // quant/dot_portable.cpp writes them (same integers, same float expression).
 //
 // A block is handled by a group of 4 lanes: lane t (0..3) loads its quarter of the weight block
-// (Load), multiplies it with its quarter of each activation row (Dot, dp4a on int8 levels), the
-// group adds its 4 integer partials (exact), and Contribution turns the block's integers into
-// the float that the CPU adds to partial sum b % 8.
+// as raw words (LoadRaw: only loads, so a lane can have several blocks in flight), turns them
+// into levels and scales (Unpack), multiplies them with its quarter of each activation row (Dot,
+// dp4a on int8 levels), the group adds its 4 integer partials (exact, so which lane holds which
+// elements is free), and Contribution turns the block's integers into the float that the CPU
+// adds to partial sum b % 8.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -48,10 +50,20 @@ __device__ __forceinline__ void LoadQuarter(const int8_t* q, int* xw) {
   }
 }
 
+// 32 activation levels (16-byte aligned) as 8 words.
+__device__ __forceinline__ void Load32Bytes(const int8_t* q, int* xw) {
+  const int4* p = reinterpret_cast<const int4*>(q);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int4 v = p[i];
+    xw[4 * i] = v.x, xw[4 * i + 1] = v.y, xw[4 * i + 2] = v.z, xw[4 * i + 3] = v.w;
+  }
+}
+
 // Q4_K / Q5_K: lane t holds sub-blocks 2t (low nibbles of qs[32t ..]) and 2t + 1 (high).
 template <bool kFive>
 struct K45 {
-  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144, kUnroll = 2;
+  static constexpr int kElems = 256, kBytes = kFive ? 176 : 144, kUnroll = kFive ? 2 : 4;
   static constexpr bool kMin = true;
   struct Part {
     int lo[8], hi[8];
@@ -61,7 +73,12 @@ struct K45 {
   // quant::detail::ScaleMinK4 over the 12 scale bytes held in words s4, s8 (bytes 4..11 and
   // 8..15 of the block, i.e. scale bytes 0..3 in s[0], 4..7 in s[1], 8..11 in s[2]).
   __device__ static void ScaleMin(const uint32_t* s, int j, int* sc, int* m) {
-    const auto b = [&](int i) { return static_cast<int>(ByteOf(s[i >> 2], i & 3)); };
+    // Words picked by comparison, not by index: j varies by lane, and an indexed array would
+    // live in local memory.
+    const auto b = [&](int i) {
+      const uint32_t word = i < 4 ? s[0] : i < 8 ? s[1] : s[2];
+      return static_cast<int>(ByteOf(word, i & 3));
+    };
     if (j < 4) {
       *sc = b(j) & 63;
       *m = b(j + 4) & 63;
@@ -70,24 +87,31 @@ struct K45 {
       *m = (b(j + 4) >> 4) | ((b(j) >> 6) << 4);
     }
   }
-  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
-    const uint4 head = *reinterpret_cast<const uint4*>(blk);
-    p.d = Half(head.x);
-    p.dmin = Half(head.x >> 16);
-    const uint32_t s[3] = {head.y, head.z, head.w};
-    ScaleMin(s, 2 * t, &p.sc0, &p.m0);
-    ScaleMin(s, 2 * t + 1, &p.sc1, &p.m1);
+  // The block's head (d, dmin, 12 scale bytes), lane t's 32 nibble bytes and Q5_K's 32 bytes of
+  // fifth bits.
+  struct Raw {
+    uint4 head, q0, q1, h0, h1;
+  };
+  __device__ static void LoadRaw(const uint8_t* blk, int t, Raw& r) {
+    r.head = *reinterpret_cast<const uint4*>(blk);
     const uint4* qs = reinterpret_cast<const uint4*>(blk + (kFive ? 48 : 16) + 32 * t);
-    uint32_t q[8];
-    const uint4 q0 = qs[0], q1 = qs[1];
-    q[0] = q0.x, q[1] = q0.y, q[2] = q0.z, q[3] = q0.w;
-    q[4] = q1.x, q[5] = q1.y, q[6] = q1.z, q[7] = q1.w;
-    uint32_t h[8] = {};
+    r.q0 = qs[0], r.q1 = qs[1];
     if (kFive) {
       const uint4* qh = reinterpret_cast<const uint4*>(blk + 16);
-      const uint4 h0 = qh[0], h1 = qh[1];
-      h[0] = h0.x, h[1] = h0.y, h[2] = h0.z, h[3] = h0.w;
-      h[4] = h1.x, h[5] = h1.y, h[6] = h1.z, h[7] = h1.w;
+      r.h0 = qh[0], r.h1 = qh[1];
+    }
+  }
+  __device__ static void Unpack(const Raw& r, int t, Part& p) {
+    p.d = Half(r.head.x);
+    p.dmin = Half(r.head.x >> 16);
+    const uint32_t s[3] = {r.head.y, r.head.z, r.head.w};
+    ScaleMin(s, 2 * t, &p.sc0, &p.m0);
+    ScaleMin(s, 2 * t + 1, &p.sc1, &p.m1);
+    const uint32_t q[8] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w, r.q1.x, r.q1.y, r.q1.z, r.q1.w};
+    uint32_t h[8] = {};
+    if (kFive) {
+      const uint32_t hw[8] = {r.h0.x, r.h0.y, r.h0.z, r.h0.w, r.h1.x, r.h1.y, r.h1.z, r.h1.w};
+      for (int i = 0; i < 8; ++i) h[i] = hw[i];
     }
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -144,46 +168,66 @@ struct K45 {
   }
 };
 
-// Q6_K: lane t holds elements [64t, 64t + 64): half t / 2, 2-bit planes k = 2 (t % 2) + s.
+// Q6_K: lane t = 2 h + o holds ql bytes [64 h + 32 o, +32) of half h, whose low nibbles are
+// elements 128 h + 32 o + [0, 32) (groups 8 h + 2 o, +1; qh bits 2 o) and whose high nibbles are
+// 64 elements further on (groups 8 h + 4 + 2 o, +1; qh bits 4 + 2 o), with qh bytes [32 h, +32).
 struct Q6K {
   static constexpr int kElems = 256, kBytes = 210, kUnroll = 2;
   static constexpr bool kMin = false;
+  // Blocks are 210 bytes, so only 2-byte aligned: 9 aligned words cover each 32-byte range and
+  // Unpack shifts them into place (the ninth word is still inside the block).
+  struct Raw {
+    uint32_t ql[9], qh[9], sc_lo, sc_hi, d, shift;
+  };
   struct Part {
-    int v[16];  // levels 0..63 (the -32 is applied through the activation sums)
-    int sc[4];
+    int lo[8], hi[8];  // levels 0..63 (the -32 is applied through the activation sums)
+    int sc[4];         // groups 8 h + 2 o, +1, 8 h + 4 + 2 o, +1
     float d;
   };
-  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
+  __device__ static void LoadRaw(const uint8_t* blk, int t, Raw& r) {
     const int half = t >> 1, odd = t & 1;
-    const uint8_t* ql = blk + 64 * half;
-    const uint8_t* qh = blk + 128 + 32 * half;
+    const auto addr = reinterpret_cast<uintptr_t>(blk);
+    const auto* base = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
+    const uint32_t* ql = base + (64 * half + 32 * odd) / 4;
+    const uint32_t* qh = base + (128 + 32 * half) / 4;
+#pragma unroll
+    for (int i = 0; i < 9; ++i) r.ql[i] = ql[i], r.qh[i] = qh[i];
+    const uint16_t* sc = reinterpret_cast<const uint16_t*>(blk + 192 + 8 * half + 2 * odd);
+    r.sc_lo = sc[0], r.sc_hi = sc[2];
+    r.d = *reinterpret_cast<const uint16_t*>(blk + 208);
+    r.shift = static_cast<uint32_t>(addr & 2) * 8;
+  }
+  __device__ static void Unpack(const Raw& r, int t, Part& p) {
+    const int odd = t & 1;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
-      const uint32_t a = static_cast<uint32_t>(Word2(ql + 4 * i));
-      const uint32_t c = static_cast<uint32_t>(Word2(ql + 32 + 4 * i));
-      const uint32_t h = static_cast<uint32_t>(Word2(qh + 4 * i));
-      const uint32_t n0 = (odd ? a >> 4 : a) & 0x0F0F0F0Fu, n1 = (odd ? c >> 4 : c) & 0x0F0F0F0Fu;
-      p.v[i] = static_cast<int>(n0 | (((h >> (4 * odd)) & 0x03030303u) << 4));
-      p.v[8 + i] = static_cast<int>(n1 | (((h >> (4 * odd + 2)) & 0x03030303u) << 4));
+      const uint32_t l = __funnelshift_r(r.ql[i], r.ql[i + 1], r.shift);
+      const uint32_t h = __funnelshift_r(r.qh[i], r.qh[i + 1], r.shift);
+      p.lo[i] = static_cast<int>((l & 0x0F0F0F0Fu) | (((h >> (2 * odd)) & 0x03030303u) << 4));
+      p.hi[i] =
+          static_cast<int>(((l >> 4) & 0x0F0F0F0Fu) | (((h >> (4 + 2 * odd)) & 0x03030303u) << 4));
     }
-    const uint32_t sc = static_cast<uint32_t>(Word2(blk + 192 + 4 * t));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p.sc[i] = static_cast<int8_t>(ByteOf(sc, i));
-    p.d = Half(static_cast<uint32_t>(*reinterpret_cast<const uint16_t*>(blk + 208)));
+    p.sc[0] = static_cast<int8_t>(r.sc_lo & 0xFF), p.sc[1] = static_cast<int8_t>(r.sc_lo >> 8);
+    p.sc[2] = static_cast<int8_t>(r.sc_hi & 0xFF), p.sc[3] = static_cast<int8_t>(r.sc_hi >> 8);
+    p.d = Half(r.d);
   }
   __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
                              int*) {
+    const int half = t >> 1, odd = t & 1;
     int xw[16];
-    LoadQuarter(q + 64 * t, xw);
-    const int2 bs = *reinterpret_cast<const int2*>(bsum + 4 * t);
-    const int sums[4] = {static_cast<int16_t>(bs.x & 0xFFFF), static_cast<int16_t>(bs.x >> 16),
-                         static_cast<int16_t>(bs.y & 0xFFFF), static_cast<int16_t>(bs.y >> 16)};
+    Load32Bytes(q + 128 * half + 32 * odd, xw);
+    Load32Bytes(q + 128 * half + 64 + 32 * odd, xw + 8);
+    const int bs_lo = *reinterpret_cast<const int*>(bsum + 8 * half + 2 * odd);
+    const int bs_hi = *reinterpret_cast<const int*>(bsum + 8 * half + 4 + 2 * odd);
+    const int sums[4] = {static_cast<int16_t>(bs_lo & 0xFFFF), static_cast<int16_t>(bs_lo >> 16),
+                         static_cast<int16_t>(bs_hi & 0xFFFF), static_cast<int16_t>(bs_hi >> 16)};
     int total = 0;
 #pragma unroll
     for (int g = 0; g < 4; ++g) {
+      const int* v = g < 2 ? p.lo + 4 * g : p.hi + 4 * (g - 2);
       int s = 0;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) s = __dp4a(p.v[4 * g + i], xw[4 * g + i], s);
+      for (int i = 0; i < 4; ++i) s = __dp4a(v[i], xw[4 * g + i], s);
       total += p.sc[g] * (s - 32 * sums[g]);
     }
     *isum = total;
@@ -224,7 +268,9 @@ struct Q80 {
     int w0, w1;
     float d;
   };
-  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
+  using Raw = Part;  // loaded as used: nothing to unpack
+  __device__ static void Unpack(const Raw& r, int, Part& p) { p = r; }
+  __device__ static void LoadRaw(const uint8_t* blk, int t, Part& p) {
     p.d = Half(*reinterpret_cast<const uint16_t*>(blk));
     p.w0 = Word2(blk + 2 + 8 * t);
     p.w1 = Word2(blk + 6 + 8 * t);
@@ -257,7 +303,9 @@ struct Q40 {
     int lo, hi;
     float d;
   };
-  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
+  using Raw = Part;  // loaded as used: nothing to unpack
+  __device__ static void Unpack(const Raw& r, int, Part& p) { p = r; }
+  __device__ static void LoadRaw(const uint8_t* blk, int t, Part& p) {
     p.d = Half(*reinterpret_cast<const uint16_t*>(blk));
     const uint32_t q = static_cast<uint32_t>(Word2(blk + 2 + 4 * t));
     p.lo = static_cast<int>(__vsub4(q & 0x0F0F0F0Fu, 0x08080808u));
@@ -305,7 +353,7 @@ struct Q50 : Q40 {
     const uint32_t nib = (i < 4 ? q : q >> 4) & 0x0F0F0F0Fu;
     return __vsub4(nib | FifthBits((qh >> (4 * i)) & 0xFu), 0x10101010u);
   }
-  __device__ static void Load(const uint8_t* blk, int t, Part& p) {
+  __device__ static void LoadRaw(const uint8_t* blk, int t, Part& p) {
     p.d = Half(*reinterpret_cast<const uint16_t*>(blk));
     const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
     p.lo = static_cast<int>(Word(blk, qh, t));

@@ -2,6 +2,8 @@
 // quant::PrepareRow, then one warp per output column whose 8 groups of 4 lanes take weight
 // blocks b = g, g + 8, ... in ascending order, so group g's running sum is the CPU's partial
 // b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it.
+#include <type_traits>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_int.h"
@@ -102,28 +104,35 @@ __device__ __forceinline__ float Acc8Tree(float a) {
 template <class F, int R>
 __device__ __forceinline__ void DotColumn(const uint8_t* __restrict__ wrow, int64_t nblk,
                                           const ActRows& x, const int64_t* xr, int nr, float* acc) {
-  constexpr int U = F::kUnroll;
+  // Many rows need the registers for their dots: then 256-blocks are loaded 2 at a time.
+  constexpr int U = R > 2 && F::kElems == 256 ? 2 : F::kUnroll;
   const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
   const int64_t q_stride = x.k, d_stride = x.k / F::kElems, s_stride = x.k / 16;
   for (int64_t b0 = 0; b0 < nblk; b0 += 8 * U) {
-    typename F::Part part[U];
+    // Every load of the U blocks is issued before any of them is used.
+    typename F::Raw raw[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t b = b0 + 8 * u + g;
-      part[u] = {};
-      if (b < nblk) F::Load(wrow + b * F::kBytes, t, part[u]);
+      raw[u] = {};
+      if (b < nblk) F::LoadRaw(wrow + b * F::kBytes, t, raw[u]);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t b = b0 + 8 * u + g;
       const bool ok = b < nblk;
+      typename F::Part part;
+      if constexpr (std::is_same_v<typename F::Raw, typename F::Part>)
+        part = raw[u];
+      else
+        F::Unpack(raw[u], t, part);
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         if (r >= nr) break;  // uniform over the warp
         int isum = 0, imin = 0;
         if (ok)
-          F::Dot(part[u], x.q + xr[r] * q_stride + b * F::kElems,
-                 x.bsum + xr[r] * s_stride + b * 16, t, &isum, &imin);
+          F::Dot(part, x.q + xr[r] * q_stride + b * F::kElems, x.bsum + xr[r] * s_stride + b * 16,
+                 t, &isum, &imin);
         isum += __shfl_xor_sync(0xffffffffu, isum, 1);
         isum += __shfl_xor_sync(0xffffffffu, isum, 2);
         if (F::kMin) {
@@ -131,17 +140,16 @@ __device__ __forceinline__ void DotColumn(const uint8_t* __restrict__ wrow, int6
           imin += __shfl_xor_sync(0xffffffffu, imin, 2);
         }
         if (ok)
-          acc[r] =
-              __fadd_rn(acc[r], F::Contribution(part[u], x.d[xr[r] * d_stride + b], isum, imin));
+          acc[r] = __fadd_rn(acc[r], F::Contribution(part, x.d[xr[r] * d_stride + b], isum, imin));
       }
     }
   }
 }
 
 template <class F, int R>
-__global__ void __launch_bounds__(kColsPerBlock* kWarp)
-    IntMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
-                    ActRows x, int64_t rows, float* __restrict__ y) {
+__device__ __forceinline__ void MatMulColumn(const uint8_t* __restrict__ w, int64_t row_bytes,
+                                             int64_t nblk, int64_t n_out, const ActRows& x,
+                                             int64_t rows, float* __restrict__ y) {
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + threadIdx.x / kWarp;
   if (col >= n_out) return;  // whole warps only
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * R;
@@ -159,8 +167,7 @@ __global__ void __launch_bounds__(kColsPerBlock* kWarp)
 }
 
 template <class F>
-__global__ void __launch_bounds__(kColsPerBlock* kWarp)
-    IntGatheredKernel(GatheredMatMul m, ActRows x) {
+__device__ __forceinline__ void GatheredColumn(const GatheredMatMul& m, const ActRows& x) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kColsPerBlock + threadIdx.x / kWarp;
   const int64_t t = blockIdx.y;
   if (j >= m.n_out) return;
@@ -174,12 +181,62 @@ __global__ void __launch_bounds__(kColsPerBlock* kWarp)
   if (threadIdx.x % kWarp == 0) m.y[t * m.n_out + j] = s;
 }
 
+// Two launch bounds: the 256-element formats hold several raw blocks per lane in flight, and
+// ptxas, left free, gives them registers for scheduling instead of blocks per SM (3 blocks of 8
+// warps for one or two rows, 2 for more, is faster); the 32-element formats need few registers
+// and are slower under the same bound, so they keep ptxas's choice.
+template <int R>
+constexpr int MinBlocksPerSm() {
+  return R <= 2 ? 3 : 2;
+}
+
+template <class F, int R>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp)
+    IntMatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
+                    ActRows x, int64_t rows, float* __restrict__ y) {
+  MatMulColumn<F, R>(w, row_bytes, nblk, n_out, x, rows, y);
+}
+template <class F, int R>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp, MinBlocksPerSm<R>())
+    IntMatMulKernelBounded(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
+                           int64_t n_out, ActRows x, int64_t rows, float* __restrict__ y) {
+  MatMulColumn<F, R>(w, row_bytes, nblk, n_out, x, rows, y);
+}
+
+template <class F>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp)
+    IntGatheredKernel(GatheredMatMul m, ActRows x) {
+  GatheredColumn<F>(m, x);
+}
+template <class F>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp, MinBlocksPerSm<1>())
+    IntGatheredKernelBounded(GatheredMatMul m, ActRows x) {
+  GatheredColumn<F>(m, x);
+}
+
+// The kernel of each form for format F (only that one is instantiated).
+template <class F, int R>
+constexpr auto MatMulKernelFor() {
+  if constexpr (F::kElems == 256)
+    return IntMatMulKernelBounded<F, R>;
+  else
+    return IntMatMulKernel<F, R>;
+}
+template <class F>
+constexpr auto GatheredKernelFor() {
+  if constexpr (F::kElems == 256)
+    return IntGatheredKernelBounded<F>;
+  else
+    return IntGatheredKernel<F>;
+}
+
 template <class F, int R>
 void LaunchRows(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                 int64_t rows, float* y, cudaStream_t stream) {
   const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
-  IntMatMulKernel<F, R><<<grid, kColsPerBlock * kWarp, 0, stream>>>(
-      static_cast<const uint8_t*>(w), row_bytes, k / F::kElems, n_out, x, rows, y);
+  constexpr auto kernel = MatMulKernelFor<F, R>();
+  kernel<<<grid, kColsPerBlock * kWarp, 0, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                     k / F::kElems, n_out, x, rows, y);
   LS_CUDA_LAUNCHED();
 }
 
@@ -258,7 +315,8 @@ void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t st
         LaunchIntMmaGrouped(m, m.n_expert, xq, m.tiles, stream))
       return;
     const dim3 grid(CeilDiv(m.n_out, kColsPerBlock), static_cast<unsigned>(m.tasks));
-    IntGatheredKernel<F><<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);
+    constexpr auto kernel = GatheredKernelFor<F>();
+    kernel<<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);
     LS_CUDA_LAUNCHED();
   });
   LS_CUDA_REQUIRE(ok, "cuda matmul: type %d is not on the integer path", static_cast<int>(m.type));
