@@ -1,5 +1,5 @@
-// `lockstep serve`'s body deadline (--body-timeout: a trickled body gets 408 and frees its
-// thread; bodies sent in pieces, chunked or up to --max-body within it are served) and its
+// `lockstep serve`'s body deadline (--body-timeout: a trickled body gets 408 from the intake;
+// bodies sent in pieces, chunked or up to --max-body within it are served) and its
 // connection cap (--max-connections: the connection beyond it gets 503 + Retry-After at once),
 // each with a negative control (a long deadline keeps the trickler; a high cap serves the 5th),
 // and GET /metrics counts each refusal once (the controls count 0).
@@ -136,7 +136,9 @@ TEST(ServeBody, LongDeadlineKeepsTheTricklerNegativeControl) {
   EXPECT_EQ(t.Reply(0), "");
   // Nothing was refused, so the count the metrics test expects to be 2 is 0 here.
   const std::string refusals = Refusals(server.port());
-  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals,
+            "max_connections=0 max_connections_per_client=0 "
+            "header_timeout=0 header_too_large=0 body_timeout=0");
   std::printf(
       "[ serve ] negative control: with --body-timeout 30 the body trickler is open after "
       "2.1 s: %s; /metrics: %s\n",
@@ -150,14 +152,17 @@ TEST(ServeBody, BodyTimeoutsAreCountedInMetrics) {
   testing::InProcessServer server(Limited(1.0));
   ASSERT_EQ(server.Start(), "");
   EXPECT_EQ(Refusals(server.port()),
-            "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
+            "max_connections=0 max_connections_per_client=0 "
+            "header_timeout=0 header_too_large=0 body_timeout=0");
   Tricklers t(server.port(), 2, kBodyPrefix, 200ms);
   const auto t0 = Clock::now();
   while (t.Open() > 0 && Since(t0) < 5) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(t.Open(), 0);
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(t.Reply(i).rfind("HTTP/1.1 408 ", 0), 0u) << t.Reply(i);
   const std::string refusals = Refusals(server.port());
-  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=2");
+  EXPECT_EQ(refusals,
+            "max_connections=0 max_connections_per_client=0 "
+            "header_timeout=0 header_too_large=0 body_timeout=2");
   std::printf("[ serve ] /metrics after 2 body tricklers got 408: %s\n", refusals.c_str());
 }
 
@@ -244,7 +249,9 @@ TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
   EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 503);
   EXPECT_NE(head.find("Retry-After: 1\r\n"), std::string::npos) << head;
   EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos) << head;
-  EXPECT_EQ(refusals, "max_connections=2 header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals,
+            "max_connections=2 max_connections_per_client=0 "
+            "header_timeout=0 header_too_large=0 body_timeout=0");
 }
 
 // Negative control: the same five connections with the default cap (256): the 5th is served.
@@ -254,7 +261,9 @@ TEST(ServeConnections, HighCapServesTheFifthNegativeControl) {
   ASSERT_EQ(server.Start(), "");
   std::string head, refusals;
   EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 200);
-  EXPECT_EQ(refusals, "max_connections=0 header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals,
+            "max_connections=0 max_connections_per_client=0 "
+            "header_timeout=0 header_too_large=0 body_timeout=0");
 }
 
 TEST(ServeLimitsCli, HelpShowsTheBodyTimeoutAndConnectionCap) {
@@ -265,6 +274,9 @@ TEST(ServeLimitsCli, HelpShowsTheBodyTimeoutAndConnectionCap) {
             std::string::npos)
       << help;
   EXPECT_NE(help.find("--max-connections UINT:UINT in [1 - 1048576]=256"), std::string::npos)
+      << help;
+  EXPECT_NE(help.find("--max-connections-per-client UINT:UINT in [0 - 1048576]=64"),
+            std::string::npos)
       << help;
 }
 

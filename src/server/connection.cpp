@@ -1,4 +1,5 @@
-// Client connections: bounded, stoppable reads and writes for cpp-httplib's request handling.
+// Client connections: per-address counts, and bounded, stoppable writes for cpp-httplib's request
+// handling of requests already received whole.
 #include "server/connection.h"
 
 #include <arpa/inet.h>
@@ -11,9 +12,16 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <string_view>
+#include <utility>
+
+#include "core/check.h"
 
 namespace lockstep::server {
 namespace {
+
+// httplib answers a request's "Expect: 100-continue" with this before reading the body.
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
 bool WouldBlock() {
   return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
@@ -35,8 +43,61 @@ void IpAndPort(const sockaddr_storage& addr, std::string& ip, int& port) {
 
 }  // namespace
 
-Connection::Connection(int socket, size_t requests, std::atomic<size_t>* open)
-    : fd(socket), requests_left(requests), open_(open) {
+PeerSeat::~PeerSeat() {
+  if (counts_) counts_->Release(peer_);
+}
+
+PeerSeat::PeerSeat(PeerSeat&& other) noexcept
+    : counts_(std::exchange(other.counts_, nullptr)), peer_(std::move(other.peer_)) {}
+
+PeerSeat& PeerSeat::operator=(PeerSeat&& other) noexcept {
+  if (this != &other) {
+    if (counts_) counts_->Release(peer_);
+    counts_ = std::exchange(other.counts_, nullptr);
+    peer_ = std::move(other.peer_);
+  }
+  return *this;
+}
+
+std::optional<PeerSeat> PeerCounts::Take(const std::string& peer, size_t limit) {
+  CHECK(limit >= 1);  // at 0 the map would keep an entry of 0
+  std::lock_guard lock(mu_);
+  size_t& open = open_[peer];
+  if (open >= limit) return std::nullopt;
+  ++open;
+  return PeerSeat(this, peer);
+}
+
+size_t PeerCounts::Open(const std::string& peer) const {
+  std::lock_guard lock(mu_);
+  const auto it = open_.find(peer);
+  return it == open_.end() ? 0 : it->second;
+}
+
+size_t PeerCounts::Addresses() const {
+  std::lock_guard lock(mu_);
+  return open_.size();
+}
+
+void PeerCounts::Release(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  const auto it = open_.find(peer);
+  CHECK(it != open_.end() && it->second > 0);
+  if (--it->second == 0) open_.erase(it);
+}
+
+std::string PeerAddress(int socket) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  std::string ip;
+  int port = 0;
+  if (::getpeername(socket, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    IpAndPort(addr, ip, port);
+  return ip;
+}
+
+Connection::Connection(int socket, size_t requests, std::atomic<size_t>* open, PeerSeat seat)
+    : fd(socket), requests_left(requests), open_(open), seat_(std::move(seat)) {
   if (open_) open_->fetch_add(1);
 }
 
@@ -65,62 +126,41 @@ Readiness WaitFor(int fd, short events, int stop_fd, Clock::time_point until) {
   }
 }
 
-ConnStream::ConnStream(Connection& conn, int stop_fd, StreamTimeouts timeouts,
-                       Clock::time_point head_deadline)
-    : conn_(conn), stop_fd_(stop_fd), timeouts_(timeouts), head_deadline_(head_deadline) {}
+ConnStream::ConnStream(Connection& conn, size_t request_size, int stop_fd,
+                       Clock::duration write_timeout)
+    : conn_(conn), request_size_(request_size), stop_fd_(stop_fd), write_timeout_(write_timeout) {
+  CHECK(request_size_ <= conn_.pending.size());
+}
 
+// The whole request goes, also what httplib left unread (a GET's body, or a body a route refused
+// before reading it): the next request starts where the intake found this one's end.
 ConnStream::~ConnStream() {
-  conn_.pending.erase(0, consumed_);
-}
-
-void ConnStream::HeadRead() {
-  head_read_ = true;
-  body_deadline_ = Clock::now() + timeouts_.body;
-}
-
-Clock::time_point ConnStream::ReadDeadline() const {
-  const Clock::time_point silent = Clock::now() + timeouts_.read;
-  return std::min(silent, head_read_ ? body_deadline_ : head_deadline_);
-}
-
-bool ConnStream::WaitReadable() const {
-  if (expiry_ != ReadExpiry::kNone) return false;
-  const Clock::time_point until = ReadDeadline();
-  const Readiness r = WaitFor(conn_.fd, POLLIN, stop_fd_, until);
-  if (r == Readiness::kTimedOut && head_read_)
-    expiry_ = until == body_deadline_ ? ReadExpiry::kBodyDeadline : ReadExpiry::kSilent;
-  return r == Readiness::kReady;
-}
-
-bool ConnStream::is_readable() const {
-  return consumed_ < conn_.pending.size() || WaitReadable();
+  conn_.pending.erase(0, request_size_);
+  // A body up to --max-body passed through here: an idle keep-alive connection keeps no such
+  // buffer while it waits for its next request.
+  if (conn_.pending.empty() && conn_.pending.capacity() > (64 << 10))
+    std::string().swap(conn_.pending);
 }
 
 bool ConnStream::is_writable() const {
-  return expiry_ == ReadExpiry::kNone &&
-         WaitFor(conn_.fd, POLLOUT, stop_fd_, Clock::now() + timeouts_.write) == Readiness::kReady;
+  return WaitFor(conn_.fd, POLLOUT, stop_fd_, Clock::now() + write_timeout_) == Readiness::kReady;
 }
 
 ssize_t ConnStream::read(char* ptr, size_t size) {
-  if (consumed_ < conn_.pending.size()) {
-    const size_t n = std::min(size, conn_.pending.size() - consumed_);
-    std::memcpy(ptr, conn_.pending.data() + consumed_, n);
-    consumed_ += n;
-    return static_cast<ssize_t>(n);
-  }
-  for (;;) {
-    if (!WaitReadable()) return -1;
-    const ssize_t n = ::recv(conn_.fd, ptr, size, MSG_DONTWAIT);
-    if (n >= 0) return n;
-    if (!WouldBlock()) return -1;
-  }
+  const size_t n = std::min(size, request_size_ - consumed_);
+  std::memcpy(ptr, conn_.pending.data() + consumed_, n);
+  consumed_ += n;
+  return static_cast<ssize_t>(n);
 }
 
 // Sends what fits without blocking, and waits (bounded, stoppable) only when nothing fits: a
 // blocking send to a client that stopped reading would hold the worker past Stop.
 ssize_t ConnStream::write(const char* ptr, size_t size) {
-  if (expiry_ != ReadExpiry::kNone) return -1;  // the caller answers 408 itself
-  const Clock::time_point until = Clock::now() + timeouts_.write;
+  // The body is here already: the intake sent the 100 Continue if the client had to wait for
+  // one, and httplib's own would be a second interim response the client never asked for.
+  if (!std::exchange(wrote_, true) && std::string_view(ptr, size) == kContinue)
+    return static_cast<ssize_t>(size);
+  const Clock::time_point until = Clock::now() + write_timeout_;
   for (;;) {
     const ssize_t n = ::send(conn_.fd, ptr, size, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n >= 0) return n;

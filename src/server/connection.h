@@ -1,4 +1,5 @@
-// A client connection of the HTTP server, and the cpp-httplib Stream a worker serves it through.
+// A client connection of the HTTP server, the per-address count of open connections, and the
+// cpp-httplib Stream a worker serves one whole request through.
 #pragma once
 
 #include <httplib.h>
@@ -6,17 +7,63 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 namespace lockstep::server {
 
 using Clock = std::chrono::steady_clock;
 
+class PeerCounts;
+
+// One open connection's place in a PeerCounts (move-only; empty when default-made): given back
+// when it is destroyed, so a connection can never leave its address counted.
+class PeerSeat {
+ public:
+  PeerSeat() = default;
+  PeerSeat(PeerCounts* counts, std::string peer) : counts_(counts), peer_(std::move(peer)) {}
+  ~PeerSeat();
+  PeerSeat(PeerSeat&& other) noexcept;
+  PeerSeat& operator=(PeerSeat&& other) noexcept;
+  PeerSeat(const PeerSeat&) = delete;
+  PeerSeat& operator=(const PeerSeat&) = delete;
+
+ private:
+  PeerCounts* counts_ = nullptr;
+  std::string peer_;
+};
+
+// Open connections per client address (--max-connections-per-client). The listener takes a seat
+// for each connection, so checking and counting are one step under the lock; an address whose
+// count drops to 0 is erased, so the map holds only the clients connected now.
+class PeerCounts {
+ public:
+  // A seat for one more connection from `peer`, or none when `limit` (at least 1) connections
+  // from it are open already.
+  std::optional<PeerSeat> Take(const std::string& peer, size_t limit);
+  size_t Open(const std::string& peer) const;
+  size_t Addresses() const;  // addresses with a connection open now (the map's size)
+
+ private:
+  friend class PeerSeat;
+  void Release(const std::string& peer);
+
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, size_t> open_;  // guarded by mu_; no entry is 0
+};
+
+// The address of the socket's peer as text ("127.0.0.1", "::1"), or empty if it has none (the
+// client already reset the connection).
+std::string PeerAddress(int socket);
+
 // An accepted socket (owned: shut down and closed on destruction) with the bytes already read
-// from it that no request has consumed yet: the start of its next request. While it lives it
-// counts in `*open` (when given), the server's count of open connections (--max-connections).
+// from it that no request has consumed yet: the rest of its current request, then the start of
+// the next. While it lives it counts in `*open` (when given), the server's count of open
+// connections (--max-connections), and holds `seat` in the per-address counts.
 struct Connection {
-  Connection(int socket, size_t requests, std::atomic<size_t>* open = nullptr);
+  Connection(int socket, size_t requests, std::atomic<size_t>* open = nullptr, PeerSeat seat = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -27,38 +74,22 @@ struct Connection {
 
  private:
   std::atomic<size_t>* open_;
+  PeerSeat seat_;
 };
 
-struct StreamTimeouts {
-  Clock::duration read;   // longest wait for the next byte (--read-timeout)
-  Clock::duration write;  // longest wait for room to send
-  Clock::duration body;   // the whole body, from the end of the head (--body-timeout)
-};
-
-// Why a read gave up on the client: the request is then answered 408 and the connection closed.
-enum class ReadExpiry { kNone, kSilent, kBodyDeadline };
-
-// Serves the connection's pending bytes first, then reads the socket. Every wait is bounded and
-// none starts once `stop_fd` is readable (the server is stopping), so a stalled client cannot
-// hold a worker past Stop. Until HeadRead(), reads also end at `head_deadline`: the intake hands
-// over whole heads, so this only matters if httplib ever reads a head differently. After it,
-// reads end at the body deadline, so a client trickling its body holds the worker no longer
-// than --body-timeout. A read that times out ends the request: expiry() says why, and writes
-// fail from then on, so httplib's own answer (a 400) never reaches the client and the caller
-// can answer 408 instead.
+// Serves one request that the intake has received whole: the first `request_size` bytes of
+// conn.pending, then the end of the stream, so a worker never waits for a client to send. Writes
+// send what fits without blocking and wait (at most `write_timeout`) only when nothing fits, and
+// no wait starts once `stop_fd` is readable (the server is stopping), so a client that stopped
+// reading cannot hold a worker past Stop.
 class ConnStream final : public httplib::Stream {
  public:
-  ConnStream(Connection& conn, int stop_fd, StreamTimeouts timeouts,
-             Clock::time_point head_deadline);
-  ~ConnStream() override;  // drops the bytes consumed from conn.pending
+  ConnStream(Connection& conn, size_t request_size, int stop_fd, Clock::duration write_timeout);
+  ~ConnStream() override;  // drops the request's bytes from conn.pending, read or not
   ConnStream(const ConnStream&) = delete;
   ConnStream& operator=(const ConnStream&) = delete;
 
-  // The head has been parsed: the body deadline starts now.
-  void HeadRead();
-  ReadExpiry expiry() const { return expiry_; }
-
-  bool is_readable() const override;
+  bool is_readable() const override { return consumed_ < request_size_; }
   bool is_writable() const override;
   ssize_t read(char* ptr, size_t size) override;
   ssize_t write(const char* ptr, size_t size) override;
@@ -67,20 +98,12 @@ class ConnStream final : public httplib::Stream {
   socket_t socket() const override { return conn_.fd; }
 
  private:
-  Clock::time_point ReadDeadline() const;
-  // Waits for the socket to be readable under ReadDeadline; notes a timeout after the head.
-  bool WaitReadable() const;
-
   Connection& conn_;
+  size_t request_size_;
   int stop_fd_;
-  StreamTimeouts timeouts_;
-  Clock::time_point head_deadline_;
-  Clock::time_point body_deadline_ = Clock::time_point::max();
-  bool head_read_ = false;
-  size_t consumed_ = 0;  // bytes of conn_.pending already served
-  // Set by the first read that times out after the head; is_readable() is const for httplib but
-  // may be where the timeout happens, hence mutable.
-  mutable ReadExpiry expiry_ = ReadExpiry::kNone;
+  Clock::duration write_timeout_;
+  size_t consumed_ = 0;  // bytes of the request already served
+  bool wrote_ = false;
 };
 
 enum class Readiness { kReady, kTimedOut, kStopped };

@@ -1,4 +1,4 @@
-// The HTTP server's intake thread (request heads under a deadline and size limits) and workers.
+// The HTTP server's intake thread (whole requests under deadlines and size limits) and workers.
 #include "server/intake.h"
 
 #include <poll.h>
@@ -9,21 +9,31 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "server/body_scan.h"
 #include "server/context.h"
 
 namespace lockstep::server {
 
-// A connection waiting for (the rest of) a request's head.
+// A connection waiting for (the rest of) a request: its head, then its body.
 struct HttpServer::Waiting {
   std::shared_ptr<Connection> conn;  // null once handed to a worker or dropped
   HeadScanner scan;
-  bool started = false;          // the request's first byte has arrived
-  Clock::time_point until;       // the deadline now: the keep-alive wait, or head and silence
+  std::optional<BodyScanner> body;  // once the head is whole
+  Framing framing;                  // once the head is whole
+  size_t head_size = 0;
+  uint64_t drop_left = 0;   // bytes still to drop of a Content-Length body over max_body
+  bool started = false;     // the request's first byte has arrived
+  bool continued = false;   // the intake has sent 100 Continue
+  Clock::time_point until;  // the deadline now: the keep-alive wait, or head / body and silence
   Clock::time_point head_until;  // the whole head's deadline, from its first byte
+  Clock::time_point body_until;  // the whole body's deadline, from the head's end
 };
 
 namespace {
@@ -48,10 +58,16 @@ double Seconds(Clock::duration d) {
 
 const char* Reason(int status) {
   switch (status) {
+    case 400:
+      return "Bad Request";
     case 408:
       return "Request Timeout";
+    case 413:
+      return "Payload Too Large";
     case 431:
       return "Request Header Fields Too Large";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
     default:
@@ -59,10 +75,10 @@ const char* Reason(int status) {
   }
 }
 
-// The server's last word to a client before closing, from the intake, the listener or a worker
-// whose read timed out: small, sent without blocking (a client that does not read loses it).
-// Its unread bytes are drained first, so closing sends a FIN rather than a reset, which could
-// discard the response before the client reads it. A 503 tells the client when to retry.
+// The server's last word to a client before closing, from the intake or the listener: small, sent
+// without blocking (a client that does not read loses it). Its unread bytes are drained first, so
+// closing sends a FIN rather than a reset, which could discard the response before the client reads
+// it. A 503 tells the client when to retry.
 void Refuse(const Connection& c, int status, const std::string& message) {
   const std::string body = Dump(ErrorJson(status, message));
   const std::string response = fmt::format(
@@ -126,7 +142,22 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
                        options_.max_connections));
     return true;
   }
-  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max, &open_));
+  PeerSeat seat;  // none without a per-client limit: nothing to count
+  if (const size_t limit = options_.max_connections_per_client; limit > 0) {
+    const std::string peer = PeerAddress(sock);
+    std::optional<PeerSeat> taken = peers_.Take(peer, limit);
+    if (!taken) {
+      const Connection refused(sock, 0);
+      refusals_.Count(LimitRefusal::kMaxConnectionsPerClient);
+      Refuse(refused, 503,
+             fmt::format("too many open connections from {} (--max-connections-per-client {}); "
+                         "retry shortly",
+                         peer, limit));
+      return true;
+    }
+    seat = std::move(*taken);
+  }
+  Hand(std::make_shared<Connection>(sock, options_.keep_alive_max, &open_, std::move(seat)));
   return true;
 }
 
@@ -175,12 +206,12 @@ void HttpServer::TakeArrivals(std::vector<Waiting>& waiting, Clock::time_point n
     arrived.swap(arrivals_);
   }
   for (std::shared_ptr<Connection>& conn : arrived) {
-    Waiting w{std::move(conn), HeadScanner(options_.limits)};
+    Waiting w{.conn = std::move(conn), .scan = HeadScanner(options_.limits)};
     w.until = now + options_.keep_alive;
     // A keep-alive connection may bring the next request's first bytes back with it.
     if (!w.conn->pending.empty()) {
       Heard(w, now);
-      Decide(w);
+      Decide(w, now);
     }
     if (w.conn) waiting.push_back(std::move(w));
   }
@@ -191,11 +222,11 @@ void HttpServer::Heard(Waiting& w, Clock::time_point now) {
     w.started = true;
     w.head_until = now + options_.head_timeout;
   }
-  w.until = std::min(w.head_until, now + options_.read_timeout);
+  w.until = std::min(w.body ? w.body_until : w.head_until, now + options_.read_timeout);
 }
 
 void HttpServer::Receive(Waiting& w, Clock::time_point now) {
-  char buf[16 << 10];
+  char buf[64 << 10];
   const ssize_t n = ::recv(w.conn->fd, buf, sizeof buf, MSG_DONTWAIT);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
   if (n <= 0) {  // the client hung up (or its connection failed): nobody to answer
@@ -204,31 +235,112 @@ void HttpServer::Receive(Waiting& w, Clock::time_point now) {
   }
   w.conn->pending.append(buf, static_cast<size_t>(n));
   Heard(w, now);
-  Decide(w);
+  Decide(w, now);
 }
 
-void HttpServer::Decide(Waiting& w) {
-  switch (w.scan.Scan(w.conn->pending)) {
-    case HeadState::kIncomplete:
+void HttpServer::Decide(Waiting& w, Clock::time_point now) {
+  if (!w.body) {
+    switch (w.scan.Scan(w.conn->pending)) {
+      case HeadState::kIncomplete:
+        return;
+      case HeadState::kTooLarge:
+        refusals_.Count(LimitRefusal::kHeaderTooLarge);
+        Refuse(*w.conn, 431,
+               fmt::format("request head larger than {} bytes or {} header lines",
+                           options_.limits.max_bytes, options_.limits.max_lines));
+        w.conn.reset();
+        return;
+      case HeadState::kComplete:
+        if (!StartBody(w, now)) return;
+        break;
+    }
+  }
+  DecideBody(w);
+}
+
+// The head is whole: reads how its body is framed and starts the body's deadline. False when
+// the request was already dealt with here (refused, or handed on without a body).
+bool HttpServer::StartBody(Waiting& w, Clock::time_point now) {
+  w.head_size = w.scan.head_size();
+  const Expected<Framing> framing =
+      ParseFraming(std::string_view(w.conn->pending).substr(0, w.head_size));
+  if (!framing.ok() || framing->kind == Framing::Kind::kUnsupported) {
+    if (framing.ok())
+      Refuse(*w.conn, 501,
+             fmt::format("Transfer-Encoding '{}' is not supported (only chunked)",
+                         framing->coding.substr(0, 64)));
+    else
+      Refuse(*w.conn, 400, framing.status().message());
+    w.conn.reset();
+    return false;
+  }
+  w.framing = *framing;
+  w.body.emplace(w.framing, options_.max_body);
+  w.body_until = now + options_.body_timeout;
+  w.until = std::min(w.body_until, now + options_.read_timeout);
+  if (w.framing.kind == Framing::Kind::kLength && w.framing.length > options_.max_body) {
+    // A client waiting for 100 Continue sends no body: httplib answers 413 at once, and the
+    // connection closes after it, as the body may still come and would not be read.
+    if (w.framing.expect_continue && w.conn->pending.size() == w.head_size) {
+      ToWorker(w, w.head_size, true);
+      return false;
+    }
+    w.drop_left = w.framing.length;
+  }
+  return true;
+}
+
+void HttpServer::DecideBody(Waiting& w) {
+  std::string& pending = w.conn->pending;
+  if (w.drop_left > 0) {
+    // Received and dropped, so that the 413 is read (closing on unread bytes sends a reset) and
+    // the connection can carry on; httplib then finds no body to skip.
+    const uint64_t drop = std::min<uint64_t>(w.drop_left, pending.size() - w.head_size);
+    pending.erase(w.head_size, static_cast<size_t>(drop));
+    w.drop_left -= drop;
+    if (w.drop_left == 0) ToWorker(w, w.head_size, false);
+    return;
+  }
+  switch (w.body->Scan(std::string_view(pending).substr(w.head_size))) {
+    case BodyState::kIncomplete:
+      if (w.framing.expect_continue && !std::exchange(w.continued, true)) {
+        const std::string_view go = "HTTP/1.1 100 Continue\r\n\r\n";
+        [[maybe_unused]] const ssize_t n =
+            ::send(w.conn->fd, go.data(), go.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      }
       return;
-    case HeadState::kTooLarge:
-      refusals_.Count(LimitRefusal::kHeaderTooLarge);
-      Refuse(*w.conn, 431,
-             fmt::format("request head larger than {} bytes or {} header lines",
-                         options_.limits.max_bytes, options_.limits.max_lines));
+    case BodyState::kComplete:
+      ToWorker(w, w.head_size + w.body->wire_size(), false);
+      return;
+    case BodyState::kTooLarge:
+      Refuse(*w.conn, 413,
+             fmt::format("request body larger than --max-body {} bytes", options_.max_body));
       w.conn.reset();
       return;
-    case HeadState::kComplete:
-      workers_->enqueue(
-          [this, conn = std::move(w.conn), until = w.head_until] { Serve(conn, until); });
+    case BodyState::kMalformed:
+      Refuse(*w.conn, 400, "malformed chunked body: " + w.body->error());
+      w.conn.reset();
       return;
   }
 }
 
+void HttpServer::ToWorker(Waiting& w, size_t request_size, bool close_after) {
+  workers_->enqueue([this, conn = std::move(w.conn), request_size, close_after] {
+    Serve(conn, request_size, close_after);
+  });
+}
+
 void HttpServer::Expire(Waiting& w, Clock::time_point now) {
   if (now < w.until) return;
-  // A connection idle between requests just closes, as httplib's keep-alive wait did.
-  if (w.started) {
+  if (w.body) {
+    refusals_.Count(LimitRefusal::kBodyTimeout);
+    Refuse(*w.conn, 408,
+           w.until == w.body_until
+               ? fmt::format("request body not received within --body-timeout ({} s)",
+                             Seconds(options_.body_timeout))
+               : fmt::format("client silent for --read-timeout ({} s) while sending its body",
+                             Seconds(options_.read_timeout)));
+  } else if (w.started) {  // a connection idle between requests just closes, as in httplib
     refusals_.Count(LimitRefusal::kHeaderTimeout);
     Refuse(*w.conn, 408,
            w.until == w.head_until
@@ -240,31 +352,17 @@ void HttpServer::Expire(Waiting& w, Clock::time_point now) {
   w.conn.reset();
 }
 
-void HttpServer::Serve(const std::shared_ptr<Connection>& conn, Clock::time_point head_deadline) {
+void HttpServer::Serve(const std::shared_ptr<Connection>& conn, size_t request_size,
+                       bool close_after) {
   if (stopping_.load()) return;
   bool ok = false, closed = false;
-  ReadExpiry expiry = ReadExpiry::kNone;
   try {
-    ConnStream strm(*conn, stop_fd_,
-                    {options_.read_timeout, options_.write_timeout, options_.body_timeout},
-                    head_deadline);
-    ok = process_request(strm, conn->requests_left == 1, closed,
-                         [&strm](httplib::Request&) { strm.HeadRead(); });
-    expiry = strm.expiry();
+    ConnStream strm(*conn, request_size, stop_fd_, options_.write_timeout);
+    ok = process_request(strm, close_after || conn->requests_left == 1, closed, nullptr);
   } catch (...) {  // httplib catches the handlers' exceptions; anything else drops the client
     ok = false;
   }
-  // The body did not come in time; httplib's answer to the failed read (400) was never sent.
-  if (expiry != ReadExpiry::kNone) refusals_.Count(LimitRefusal::kBodyTimeout);
-  if (expiry == ReadExpiry::kBodyDeadline)
-    Refuse(*conn, 408,
-           fmt::format("request body not received within --body-timeout ({} s)",
-                       Seconds(options_.body_timeout)));
-  else if (expiry == ReadExpiry::kSilent)
-    Refuse(*conn, 408,
-           fmt::format("client silent for --read-timeout ({} s) while sending its body",
-                       Seconds(options_.read_timeout)));
-  if (expiry == ReadExpiry::kNone && ok && !closed && --conn->requests_left > 0) Hand(conn);
+  if (ok && !closed && !close_after && --conn->requests_left > 0) Hand(conn);
 }
 
 }  // namespace lockstep::server

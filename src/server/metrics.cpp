@@ -43,7 +43,8 @@ void RenderRefusals(const RefusalCounts& counts, std::string* out) {
   const Family families[] = {
       {"lockstep:connections_refused_total",
        "Connections refused by the listener before any request was read.",
-       {{"max_connections", LimitRefusal::kMaxConnections}}},
+       {{"max_connections", LimitRefusal::kMaxConnections},
+        {"max_connections_per_client", LimitRefusal::kMaxConnectionsPerClient}}},
       {"lockstep:requests_refused_total",
        "Requests refused at a transport limit (408, 431) before reaching a route.",
        {{"header_timeout", LimitRefusal::kHeaderTimeout},

@@ -54,6 +54,8 @@ IntakeOptions Intake(const ServerConfig& c, int n_slots) {
   o.head_timeout = FromSeconds(c.header_timeout_s);
   o.body_timeout = FromSeconds(c.body_timeout_s);
   o.max_connections = c.max_connections;
+  o.max_connections_per_client = c.max_connections_per_client;
+  o.max_body = c.max_body;
   o.read_timeout = FromSeconds(c.read_timeout_s);
   o.write_timeout = std::chrono::seconds(30);
   o.keep_alive = std::chrono::seconds(5);

@@ -26,8 +26,9 @@ struct ServerConfig {
   double header_timeout_s = 10;  // a request's head (request line and headers), first byte to end
   double body_timeout_s = 30;    // a request's body, from the end of its head
   size_t max_connections = 256;  // open at once; more get 503 at once
-  int http_threads = 0;          // 0: slots + queue + a few for health and metrics
-  std::string chat_template;     // empty: the model's own
+  size_t max_connections_per_client = 64;  // open at once from one address; 0: no limit
+  int http_threads = 0;                    // 0: slots + queue + a few for health and metrics
+  std::string chat_template;               // empty: the model's own
   RequestDefaults defaults;
 };
 

@@ -18,13 +18,20 @@ namespace lockstep::testing {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-int ConnectLoopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+int ConnectLoopback(int port, bool ipv6) {
+  const int fd = ::socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  sockaddr_in6 addr6{};
+  addr6.sin6_family = AF_INET6;
+  addr6.sin6_port = htons(static_cast<uint16_t>(port));
+  addr6.sin6_addr = in6addr_loopback;
+  const int r = ipv6 ? ::connect(fd, reinterpret_cast<sockaddr*>(&addr6), sizeof addr6)
+                     : ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  if (r != 0) {
     ::close(fd);
     return -1;
   }
@@ -57,9 +64,8 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body, std:
 
 std::string RefusalsIn(const std::string& metrics) {
   const std::pair<const char*, const char*> series[] = {
-      {"connections", "max_connections"},
-      {"requests", "header_timeout"},
-      {"requests", "header_too_large"},
+      {"connections", "max_connections"}, {"connections", "max_connections_per_client"},
+      {"requests", "header_timeout"},     {"requests", "header_too_large"},
       {"requests", "body_timeout"},
   };
   std::string out;

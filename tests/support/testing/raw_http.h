@@ -11,8 +11,8 @@
 
 namespace lockstep::testing {
 
-// A connected loopback TCP socket, or -1.
-int ConnectLoopback(int port);
+// A connected loopback TCP socket (127.0.0.1, or ::1 with `ipv6`), or -1.
+int ConnectLoopback(int port, bool ipv6 = false);
 
 // Reads one response (head and Content-Length body) within `wait`; its status, 0 if the
 // connection closed or the time ran out before a whole one came. `head` gets the status line and
@@ -25,8 +25,9 @@ int RawStatus(int port, const std::string& bytes, std::string* body = nullptr,
               std::string* head = nullptr);
 
 // The server's refusal counters in /metrics text `metrics`, in a fixed order, e.g.
-// "max_connections=0 header_timeout=2 header_too_large=0 body_timeout=0" (a missing one: -1),
-// so one comparison checks the counted reason and that the others stayed 0.
+// "max_connections=0 max_connections_per_client=0 header_timeout=2 header_too_large=0
+// body_timeout=0" (a missing one: -1), so one comparison checks the counted reason and that the
+// others stayed 0.
 std::string RefusalsIn(const std::string& metrics);
 // GET /metrics on a fresh connection, as RefusalsIn ("no metrics" if it failed).
 std::string Refusals(int port);
