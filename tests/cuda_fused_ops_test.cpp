@@ -1,6 +1,7 @@
-// The CUDA backend's fused ops (RmsNormAdd, RmsNormRope) against the pair of ops each replaces,
-// bit for bit on the GPU (the backend contract: fusing never changes a bit), and close to the
-// CPU. Skipped, visibly, where lockstep was built without CUDA or the machine has no CUDA device.
+// The CUDA backend's fused ops (RmsNormAdd, RmsNorms, RmsNormRope) against the pair of ops each
+// replaces, bit for bit on the GPU (the backend contract: fusing never changes a bit), and close to
+// the CPU. Skipped, visibly, where lockstep was built without CUDA or the machine has no CUDA
+// device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -73,6 +74,49 @@ TEST_F(CudaFusedOps, RmsNormAddEqualsNormThenAdd) {
       const auto cpu = run(cpu_, hw, true, 1e-6f);
       for (size_t i = 0; i < cpu.size(); ++i)
         ASSERT_NEAR(fused[i], cpu[i], 1e-5f * (1.0f + std::fabs(cpu[i]))) << i;
+    }
+  }
+}
+
+// Three whole-row norms of one input (a MoE layer's MLP, router and expert inputs: a weight and
+// extra scale each, one without weight) in one op: each output's bits are those of its own
+// RmsNorm, for every kernel width (under 1,024 values the op falls back to one launch each).
+// Control: another eps changes every output.
+TEST_F(CudaFusedOps, RmsNormsEqualEachNormAlone) {
+  for (int64_t cols : {256, 1536, 2816, 5376, 8192}) {
+    SCOPED_TRACE(std::to_string(cols));
+    const int64_t rows = 3;
+    const auto x = testing::GaussianRow(rows * cols, 31);
+    const Weight w1 = gpu_->PrepareWeight(VectorWeight("n1", testing::GaussianRow(cols, 32)));
+    const Weight w3 = gpu_->PrepareWeight(VectorWeight("n3", testing::GaussianRow(cols, 33)));
+    const Weight* weights[3] = {&w1, nullptr, &w3};
+    const float scales[3] = {1.0f, 0.25f, 1.0f};
+    auto run = [&](bool fused, float eps) {
+      const Tensor tx = Upload(*gpu_, x, rows, cols);
+      Tensor ys[3] = {gpu_->NewTensor(rows, cols), gpu_->NewTensor(rows, cols),
+                      gpu_->NewTensor(rows, cols)};
+      backend::Backend::NormOut outs[3];
+      for (int o = 0; o < 3; ++o) outs[o] = {weights[o], scales[o], &ys[o]};
+      if (fused)
+        gpu_->RmsNorms(tx, eps, outs);
+      else
+        for (int o = 0; o < 3; ++o) gpu_->RmsNorm(tx, weights[o], eps, cols, scales[o], &ys[o]);
+      std::vector<float> all;
+      for (const Tensor& y : ys) {
+        const auto h = Host(*gpu_, y);
+        all.insert(all.end(), h.begin(), h.end());
+      }
+      return all;
+    };
+    const auto fused = run(true, 1e-6f);
+    EXPECT_TRUE(SameBits(fused, run(false, 1e-6f)));
+    const auto other = run(true, 1e-2f);
+    for (int o = 0; o < 3; ++o) {  // the comparison can fail, for each output
+      const auto at = static_cast<std::ptrdiff_t>(o * rows * cols);
+      EXPECT_FALSE(
+          SameBits(std::vector<float>(fused.begin() + at, fused.begin() + at + rows * cols),
+                   std::vector<float>(other.begin() + at, other.begin() + at + rows * cols)))
+          << "output " << o;
     }
   }
 }

@@ -163,6 +163,20 @@ class Backend {
     RmsNorm(x, w, eps, x.cols(), 1.0f, y);
     Add(*y, residual, y);
   }
+  // Whole-row RmsNorms of one input with several weights (and extra scales): outs[i].y =
+  // RmsNorm(x, outs[i].w, eps, x.cols(), outs[i].extra_scale); no output may be x. A MoE layer
+  // normalizes its residual stream three ways (MLP, router, experts).
+  struct NormOut {
+    const Weight* w;
+    float extra_scale;
+    Tensor* y;
+  };
+  virtual void RmsNorms(const Tensor& x, float eps, std::span<const NormOut> outs) {
+    for (const NormOut& o : outs) {
+      CHECKF(o.y->data() != x.data(), "rms_norms: an output overwrites the input");
+      RmsNorm(x, o.w, eps, x.cols(), o.extra_scale, o.y);
+    }
+  }
   // RmsNorm over heads of head_dim (weight w), then NEOX RoPE on them: a query or key
   // projection's per-head norm and rotation. y may be x.
   virtual void RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,

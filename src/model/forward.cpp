@@ -25,8 +25,19 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
   auto& be = ctx.be;
   const float eps = ctx.c.rms_eps;
   const int64_t d = ctx.c.n_embd;
-  Tensor ffn_norm = ctx.View(a.ffn_norm, d);
-  be.RmsNorm(attn_out, &w.ffn_norm, eps, d, 1.0f, &ffn_norm);
+  // The MLP's input; on MoE layers also the router's and the experts' (one op: one read of the
+  // row). The router's is normalised without weight, times 1/sqrt(d) and the learned
+  // per-channel scale.
+  Tensor ffn_norm = ctx.View(a.ffn_norm, d), router_in, moe_in;
+  backend::Backend::NormOut norms[3] = {{&w.ffn_norm, 1.0f, &ffn_norm}};
+  size_t n_norms = 1;
+  if (l.moe) {
+    router_in = ctx.View(a.router_in, d);
+    moe_in = ctx.View(a.moe_in, d);
+    norms[n_norms++] = {&w.ffn_gate_inp_scale, 1.0f / std::sqrt(static_cast<float>(d)), &router_in};
+    norms[n_norms++] = {&w.pre_ffw_norm_2, 1.0f, &moe_in};
+  }
+  be.RmsNorms(attn_out, eps, std::span(norms, n_norms));
   Tensor gate = ctx.View(a.ffn_gate, l.n_ff), up = ctx.View(a.ffn_up, l.n_ff);
   Tensor act = ctx.View(a.ffn_act, l.n_ff);
   const backend::Backend::MatMulOut gate_up[] = {{&w.ffn_gate, &gate}, {&w.ffn_up, &up}};
@@ -40,16 +51,9 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
   // Shared MLP beside the routed experts.
   Tensor mlp_post = ctx.View(a.mlp_post_norm, d);
   be.RmsNorm(mlp, &w.post_ffw_norm_1, eps, d, 1.0f, &mlp_post);
-  // Router input is the residual stream, normalised without weight, times 1/sqrt(d) and the
-  // learned per-channel scale.
-  Tensor router_in = ctx.View(a.router_in, d);
-  be.RmsNorm(attn_out, &w.ffn_gate_inp_scale, eps, d, 1.0f / std::sqrt(static_cast<float>(d)),
-             &router_in);
   Tensor router_logits = ctx.View(a.router_logits, ctx.c.n_expert);
   be.MatMul(w.ffn_gate_inp, router_in, &router_logits);
   ctx.Emit(il, "ffn_moe_logits", router_logits);
-  Tensor moe_in = ctx.View(a.moe_in, d);
-  be.RmsNorm(attn_out, &w.pre_ffw_norm_2, eps, d, 1.0f, &moe_in);
   Tensor moe_out = ctx.View(a.moe_out, d);
   const bool fused = static_cast<bool>(w.ffn_gate_up_exps);
   be.MoeFfn(moe_in, router_logits, fused ? w.ffn_gate_up_exps : w.ffn_gate_exps,

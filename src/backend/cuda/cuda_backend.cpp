@@ -316,6 +316,21 @@ void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, in
              FreqFactors(freq_factors, n_rot), S(stream_));
 }
 
+void CudaBackend::RmsNorms(const Tensor& x, float eps, std::span<const NormOut> outs) {
+  RmsNormOut launch[3];
+  bool fits = outs.size() <= std::size(launch);
+  for (size_t o = 0; fits && o < outs.size(); ++o) {
+    const Tensor& y = *outs[o].y;
+    CHECK(y.rows() == x.rows() && y.cols() == x.cols());
+    CHECKF(y.data() != x.data(), "rms_norms: an output overwrites the input");
+    launch[o] = {NormWeight(outs[o].w, x.cols()), outs[o].extra_scale, y.data()};
+  }
+  // Rows under 1,024 values (the warp kernel) or more outputs: one launch each.
+  if (!fits || !LaunchRmsNorms(x.data(), eps, x.rows(), x.cols(),
+                               std::span<const RmsNormOut>(launch, outs.size()), S(stream_)))
+    Backend::RmsNorms(x, eps, outs);
+}
+
 void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
                              Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols() && residual.rows() == x.rows() &&

@@ -52,6 +52,7 @@ class CudaBackend : public Backend {
                Tensor* y) override;
   void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
             const Weight* freq_factors) override;
+  void RmsNorms(const Tensor& x, float eps, std::span<const NormOut> outs) override;
   void RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
                   Tensor* y) override;
   void RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,

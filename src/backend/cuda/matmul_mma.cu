@@ -10,12 +10,14 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_mma.h"
+#include "backend/cuda/matmul_mma_k4.h"
+#include "backend/cuda/mma_common.cuh"
 
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kTileCols = 64;  // weight rows (outputs) per block: 16 per warp
-constexpr int kTileRows = 32;  // activation rows per block: 4 MMA column tiles of 8
+constexpr int kTileCols = 64;            // weight rows (outputs) per block: 16 per warp
+constexpr int kTileRows = kMmaTileRows;  // 4 MMA column tiles of 8
 constexpr int kWarps = kTileCols / 16;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kStepK = 256;           // elements of a row staged per step
@@ -24,17 +26,6 @@ constexpr int kStride = kStepK + 16;  // bytes per staged row (bank-conflict-fre
 constexpr int kSubs = kStepK / 32;    // 32-element sub-blocks per step
 
 constexpr int kMaxMmaExperts = 256;
-
-// Which rows a block's tile holds. Dense (perm null): rows [32 y, 32 y + 32) of `rows`. Grouped:
-// tile y is entry y of a table of runs of one expert's tasks (perm: tasks sorted by expert);
-// task t reads activation row t / x_div and the expert's weight rows, and writes output row t.
-struct MmaRows {
-  const int32_t* perm;
-  const int32_t* tile_expert;
-  const int32_t* tile_start;
-  const int32_t* tile_count;
-  int64_t rows_per_expert, x_div, rows;
-};
 
 struct Smem {
   int8_t w[kTileCols][kStride];
@@ -122,34 +113,6 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
   }
 }
 
-// The float tree of Acc8 run as partials complete in the order 0, 4, 1, 5, 2, 6, 3, 7.
-struct TreeAcc {
-  float held = 0.0f, pair = 0.0f, half0 = 0.0f, half1 = 0.0f;
-  __device__ void Finish(int p, float a) {
-    switch (p) {
-      case 0:
-      case 1:
-      case 2:
-      case 3:
-        held = a;
-        break;
-      case 4:
-        pair = __fadd_rn(held, a);
-        break;  // a0 + a4
-      case 5:
-        half0 = __fadd_rn(pair, __fadd_rn(held, a));
-        break;  // (a0 + a4) + (a1 + a5)
-      case 6:
-        pair = __fadd_rn(held, a);
-        break;  // a2 + a6
-      case 7:
-        half1 = __fadd_rn(pair, __fadd_rn(held, a));
-        break;  // (a2 + a6) + (a3 + a7)
-    }
-  }
-  __device__ float Total() const { return __fadd_rn(half0, half1); }
-};
-
 // A 256-element block's contributions (one per accumulator element): the integer mins as 8-term
 // dots of the columns' sub-block mins with the rows' 32-level sums, then the CPU's float
 // expression. Per-column and per-row values are read once.
@@ -202,25 +165,17 @@ __global__ void __launch_bounds__(kThreads)
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g8 = lane / 4, tig = lane % 4;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
-  // The tile's rows: consecutive rows, or a run of one expert's tasks (MmaRows).
-  int64_t first = static_cast<int64_t>(blockIdx.y) * kTileRows, count = map.rows - first;
-  if (map.perm) {
-    first = map.tile_start[blockIdx.y], count = map.tile_count[blockIdx.y];
-    if (count == 0) return;  // the whole block: an unused entry of the tile table
-    w += static_cast<int64_t>(map.tile_expert[blockIdx.y]) * map.rows_per_expert * row_bytes;
-  }
-  for (int r = threadIdx.x; r < kTileRows; r += kThreads) {
-    const int64_t task = r >= count ? -1 : map.perm ? map.perm[first + r] : first + r;
-    sm.x_row[r] = task < 0 ? -1 : task / map.x_div;
-    sm.y_row[r] = task;
-  }
+  // Row tiles vary fastest over the grid: the blocks reading one column tile's weights run
+  // together, so the weights come from DRAM once.
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTileCols;
+  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
+  if (!w) return;  // the whole block: an unused entry of the tile table
   // Element e of column tile nt: weight row 16 warp + g8 + 8 (e / 2), activation row
   // 8 nt + 2 tig + e % 2 (the m16n8 accumulator layout).
   TreeAcc tree[4][4];
   constexpr int kBlocksPerStep = F::kElems == 256 ? 1 : 8;
   for (int pi = 0; pi < 8; ++pi) {
-    const int p = (pi % 2) * 4 + pi / 2;  // 0, 4, 1, 5, 2, 6, 3, 7
+    const int p = PartialAt(pi);
     float acc[4][4] = {};
     for (int64_t b = p; b < nblk; b += 8 * kBlocksPerStep) {
       __syncthreads();
@@ -311,8 +266,10 @@ __global__ void ExpertTilesKernel(const int32_t* __restrict__ experts, int64_t t
 template <class F>
 void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
             const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  const dim3 grid(CeilDiv(n_out, kTileCols), tiles);
-  LS_CUDA_REQUIRE(tiles <= 65535, "cuda matmul: %u row tiles", tiles);
+  const int64_t col_tiles = CeilDiv(n_out, kTileCols);
+  LS_CUDA_REQUIRE(col_tiles <= 65535, "cuda matmul: %lld output columns",
+                  static_cast<long long>(n_out));
+  const dim3 grid(tiles, static_cast<unsigned>(col_tiles));
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem <= 227 * 1024, "shared memory of one block");
   // Set on every launch (cheap): one process may drive several devices.
@@ -336,29 +293,35 @@ size_t ExpertTileBytes(int64_t tasks, int n_expert) {
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                   const ActRows& x, int64_t rows, float* y, cudaStream_t stream) {
   if (!DeviceHasIntMma()) return false;
+  const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
+  const auto tiles = static_cast<unsigned>(CeilDiv(rows, kTileRows));
+  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, stream)) return true;
   return DispatchIntFormat(type, [&](auto f) {
-    const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
-    Launch<decltype(f)>(w, row_bytes, k, n_out, x, map,
-                        static_cast<unsigned>(CeilDiv(rows, kTileRows)), y, stream);
+    if constexpr (!decltype(f)::kMin)  // Q4_K and Q5_K went to LaunchIntMmaK4
+      Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
   });
 }
 
 bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x, void* tiles,
                          cudaStream_t stream) {
-  if (!DeviceHasIntMma() || !m.experts || m.ids || n_expert > kMaxMmaExperts) return false;
+  if (!DeviceHasIntMma() || !m.experts || m.ids || n_expert > kMaxMmaExperts ||
+      !HasIntegerPath(m.type))
+    return false;
   const int64_t max_tiles = MaxTiles(m.tasks, n_expert);
   auto* perm = static_cast<int32_t*>(tiles);
   int32_t* tile_expert = perm + m.tasks;
   int32_t* tile_start = tile_expert + max_tiles;
   int32_t* tile_count = tile_start + max_tiles;
+  ExpertTilesKernel<<<1, kMaxMmaExperts, 0, stream>>>(m.experts, m.tasks, n_expert, max_tiles, perm,
+                                                      tile_expert, tile_start, tile_count);
+  LS_CUDA_LAUNCHED();
+  const MmaRows map{perm, tile_expert, tile_start, tile_count, m.rows_per_expert, m.x_div, m.tasks};
+  const auto n_tiles = static_cast<unsigned>(max_tiles);
+  if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
+    return true;
   return DispatchIntFormat(m.type, [&](auto f) {
-    ExpertTilesKernel<<<1, kMaxMmaExperts, 0, stream>>>(m.experts, m.tasks, n_expert, max_tiles,
-                                                        perm, tile_expert, tile_start, tile_count);
-    LS_CUDA_LAUNCHED();
-    const MmaRows map{perm,    tile_expert, tile_start, tile_count, m.rows_per_expert,
-                      m.x_div, m.tasks};
-    Launch<decltype(f)>(m.w, m.row_bytes, m.k, m.n_out, x, map, static_cast<unsigned>(max_tiles),
-                        m.y, stream);
+    if constexpr (!decltype(f)::kMin)
+      Launch<decltype(f)>(m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream);
   });
 }
 

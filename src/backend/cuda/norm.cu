@@ -41,14 +41,23 @@ __global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t
 constexpr int kRowThreads = 256;
 constexpr int64_t kLongGroup = 1024;
 
-template <int kPer>
+// Up to three outputs of one row: y[o] = x * inv * w[o] * scale[o] (w[o] may be null), each by
+// the single-output expression, so a fused launch gives each output the bits of its own.
+struct RowOuts {
+  const float* w[3];
+  float scale[3];
+  float* y[3];
+};
+
+template <int kPer, int kOuts>
 __global__ void __launch_bounds__(kRowThreads)
-    RmsNormRowKernel(const float* x, const float* w, float eps, int64_t group, float extra_scale,
-                     const float* residual, float* y) {
+    RmsNormRowKernel(const float* x, float eps, int64_t group, RowOuts outs,
+                     const float* residual) {
   __shared__ float warp_sums[kRowThreads / kWarp];
-  const float* xg = x + static_cast<int64_t>(blockIdx.x) * group;
-  float* yg = y + static_cast<int64_t>(blockIdx.x) * group;
-  const float* rg = residual ? residual + static_cast<int64_t>(blockIdx.x) * group : nullptr;
+  const int64_t row = blockIdx.x;
+  const float* xg = x + row * group;
+  const float* w = outs.w[0];
+  const float* rg = residual ? residual + row * group : nullptr;
   float xv[kPer > 0 ? kPer : 1], wv[kPer > 0 ? kPer : 1];
   float ss = 0.0f;
   if constexpr (kPer > 0) {
@@ -72,32 +81,44 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
   for (int i = 0; i < kRowThreads / kWarp; ++i) total += warp_sums[i];
   const float inv = 1.0f / sqrtf(total / static_cast<float>(group) + eps);
-  if constexpr (kPer > 0) {
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
-      if (i >= group) break;
-      float v = xv[j] * inv;
-      if (w) v *= wv[j];
-      v = v * extra_scale;
-      yg[i] = rg ? v + rg[i] : v;
-    }
-  } else {
+  for (int o = 0; o < kOuts; ++o) {
+    const float* wo = outs.w[o];
+    const float scale = outs.scale[o];
+    float* yg = outs.y[o] + row * group;
+    if constexpr (kPer > 0) {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+        if (i >= group) break;
+        float v = xv[j] * inv;
+        if (wo) v *= o == 0 ? wv[j] : wo[i];
+        v = v * scale;
+        yg[i] = rg ? v + rg[i] : v;
+      }
+    } else {
 #pragma unroll 4
-    for (int64_t i = threadIdx.x; i < group; i += kRowThreads) {
-      float v = xg[i] * inv;
-      if (w) v *= w[i];
-      v = v * extra_scale;
-      yg[i] = rg ? v + rg[i] : v;
+      for (int64_t i = threadIdx.x; i < group; i += kRowThreads) {
+        float v = xg[i] * inv;
+        if (wo) v *= wo[i];
+        v = v * scale;
+        yg[i] = rg ? v + rg[i] : v;
+      }
     }
   }
 }
 
-template <int kPer>
-void LaunchRow(const float* x, const float* w, float eps, int64_t group, float extra_scale,
-               const float* residual, int64_t items, float* y, cudaStream_t stream) {
-  RmsNormRowKernel<kPer><<<static_cast<unsigned>(items), kRowThreads, 0, stream>>>(
-      x, w, eps, group, extra_scale, residual, y);
+template <int kOuts>
+void LaunchRow(const float* x, float eps, int64_t group, const RowOuts& outs, const float* residual,
+               int64_t items, cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>(items);
+  // Same per-thread order in every variant: only how many loads are in flight differs.
+  if (group <= 8 * kRowThreads)
+    RmsNormRowKernel<8, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+  else if (group <= 24 * kRowThreads)
+    RmsNormRowKernel<24, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+  else
+    RmsNormRowKernel<0, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
 }
 
 }  // namespace
@@ -111,18 +132,30 @@ void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, flo
   if (items == 0) return;
   if (group >= kLongGroup) {
     LS_CUDA_REQUIRE(items <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(items));
-    // Same per-thread order in every variant: only how many loads are in flight differs.
-    if (group <= 8 * kRowThreads)
-      LaunchRow<8>(x, w, eps, group, extra_scale, residual, items, y, stream);
-    else if (group <= 24 * kRowThreads)
-      LaunchRow<24>(x, w, eps, group, extra_scale, residual, items, y, stream);
-    else
-      LaunchRow<0>(x, w, eps, group, extra_scale, residual, items, y, stream);
+    LaunchRow<1>(x, eps, group, RowOuts{{w}, {extra_scale}, {y}}, residual, items, stream);
   } else {
     RmsNormKernel<<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
         x, w, eps, group, extra_scale, residual, items, y);
   }
   LS_CUDA_LAUNCHED();
+}
+
+bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
+                    std::span<const RmsNormOut> outs, cudaStream_t stream) {
+  if (cols < kLongGroup || outs.empty() || outs.size() > 3) return false;
+  LS_CUDA_REQUIRE(rows <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(rows));
+  if (rows == 0) return true;
+  RowOuts ro{};
+  for (size_t o = 0; o < outs.size(); ++o)
+    ro.w[o] = outs[o].w, ro.scale[o] = outs[o].extra_scale, ro.y[o] = outs[o].y;
+  if (outs.size() == 1)
+    LaunchRow<1>(x, eps, cols, ro, nullptr, rows, stream);
+  else if (outs.size() == 2)
+    LaunchRow<2>(x, eps, cols, ro, nullptr, rows, stream);
+  else
+    LaunchRow<3>(x, eps, cols, ro, nullptr, rows, stream);
+  LS_CUDA_LAUNCHED();
+  return true;
 }
 
 }  // namespace lockstep::backend::cuda

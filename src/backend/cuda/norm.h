@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 namespace lockstep::backend::cuda {
 
@@ -14,5 +15,16 @@ namespace lockstep::backend::cuda {
 void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, float extra_scale,
                    int64_t rows, int64_t cols, float* y, cudaStream_t stream,
                    const float* residual = nullptr);
+
+// Whole-row RMSNorms of one input with up to three weights (w may be null) and extra scales, in
+// one launch: each output has the bits LaunchRmsNorm gives it alone. False, launching nothing,
+// for rows under 1,024 values or more than three outputs. No output may alias x.
+struct RmsNormOut {
+  const float* w;
+  float extra_scale;
+  float* y;
+};
+bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
+                    std::span<const RmsNormOut> outs, cudaStream_t stream);
 
 }  // namespace lockstep::backend::cuda

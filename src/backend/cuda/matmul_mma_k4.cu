@@ -1,0 +1,306 @@
+// The integer path's tensor-core kernel for Q4_K and Q5_K, the bulk of a Q4_K_M file. Raw weight
+// blocks and quantized activation rows stream into shared memory through a 3-stage cp.async
+// pipeline (the copy of block b + 2 runs under the MMAs of block b), and MMA fragments are cut
+// from the raw nibbles as they are read. One m16n8k32 MMA covers one 32-element sub-block, so its
+// exact int32 sum takes the sub-block's 6-bit scale once; the mins term is an exact 8-term
+// integer dot (dp2a) of the sub-block mins with the rows' 16-level sums. Every block's float
+// contribution and every partial's place in the Acc8 tree are those of matmul_mma.cu and
+// quant::DotRow, so the outputs are the CPU's bits whatever the tile or the number of rows.
+#include "backend/cuda/matmul_mma_k4.h"
+
+#include <cstdint>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/int_blocks.cuh"
+
+namespace lockstep::backend::cuda {
+namespace {
+
+constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per warp
+constexpr int kRows = kMmaTileRows;
+constexpr int kWarps = kCols / 16;
+constexpr int kThreads = kWarps * kWarp;
+constexpr int kStages = 3;
+constexpr int kXStride = 256 + 16;  // bytes per staged activation row: conflict-free fragments
+
+// One block of every column and row of the tile. Weight rows 144 (Q4_K) or 176 (Q5_K) bytes
+// apart put the 32 words of a fragment read in 32 different banks.
+template <int kBytes>
+struct alignas(16) Stage {
+  uint8_t w[kCols][kBytes];
+  int8_t x[kRows][kXStride];
+  int16_t bsum[kRows][16];  // the rows' 16-level sums
+  float xd[kRows];
+};
+template <int kBytes>
+struct Smem {
+  Stage<kBytes> stage[kStages];
+  int64_t x_row[kRows], y_row[kRows];
+};
+
+// cp.async with zero fill: `valid` false copies nothing and writes zeros.
+__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 16 : 0));
+#else
+  __trap();  // LaunchIntMmaK4 is only called on sm_80 and later
+#endif
+}
+__device__ __forceinline__ void CopyAsync4(void* dst, const void* src, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
+               "r"(valid ? 4 : 0));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void CommitAsync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void WaitAsync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+#endif
+}
+
+__device__ __forceinline__ void Mma32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                      int (&c)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%11,%12,%13};\n"
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0),
+        "r"(0));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ uint32_t Word(const void* p) {
+  return *static_cast<const uint32_t*>(p);
+}
+
+// The block of step s: partials in PartialAt order, each partial's blocks in ascending order.
+__device__ __forceinline__ int64_t StepBlock(int64_t s, int64_t nblk) {
+  for (int i = 0; i < 8; ++i) {
+    const int p = PartialAt(i);
+    const int64_t n = p < nblk ? (nblk - p + 7) / 8 : 0;
+    if (s < n) return p + 8 * s;
+    s -= n;
+  }
+  return -1;
+}
+
+// Starts the copy of block b of every column and row of the tile into `st` (one commit group).
+template <class F>
+__device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, int64_t row_bytes,
+                          int64_t n_out, int64_t col0, const ActRows& x, const int64_t* x_row,
+                          int64_t b) {
+  constexpr int kPieces = F::kBytes / 16;
+  for (int i = threadIdx.x; i < kCols * kPieces; i += kThreads) {
+    const int c = i / kPieces, piece = i % kPieces;
+    const bool ok = col0 + c < n_out;
+    CopyAsync16(&st.w[c][16 * piece],
+                ok ? w + (col0 + c) * row_bytes + b * F::kBytes + 16 * piece : w, ok);
+  }
+  for (int i = threadIdx.x; i < kRows * 16; i += kThreads) {
+    const int r = i / 16, piece = i % 16;
+    const int64_t row = x_row[r];
+    CopyAsync16(&st.x[r][16 * piece], row >= 0 ? x.q + row * x.k + b * 256 + 16 * piece : x.q,
+                row >= 0);
+  }
+  const int t = threadIdx.x;
+  if (t < 2 * kRows) {
+    const int64_t row = x_row[t / 2];
+    const int16_t* src = row >= 0 ? x.bsum + row * (x.k / 16) + b * 16 + 8 * (t % 2) : x.bsum;
+    CopyAsync16(&st.bsum[t / 2][8 * (t % 2)], src, row >= 0);
+  } else if (t < 3 * kRows) {
+    const int64_t row = x_row[t - 2 * kRows];
+    CopyAsync4(&st.xd[t - 2 * kRows], row >= 0 ? x.d + row * (x.k / 256) + b : x.d, row >= 0);
+  }
+}
+
+// The integer sums of one 256-block for the thread's 16 accumulator elements: element e of
+// column tile nt is weight row 16 warp + g8 + 8 (e / 2) and activation row 8 nt + 2 tig + e % 2.
+template <class F>
+__device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, const int (&cols)[2],
+                                          const uint32_t (&sc)[2][2], int g8, int tig,
+                                          int (&isum)[4][4]) {
+  constexpr int kQs = F::kBytes == 176 ? 48 : 16;  // Q5_K's 32 bytes of fifth bits come first
+  uint32_t qh[2][2] = {};
+  if (F::kBytes == 176)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      qh[h][0] = Word(&st.w[cols[h]][16 + 4 * tig]), qh[h][1] = Word(&st.w[cols[h]][32 + 4 * tig]);
+#pragma unroll
+  for (int pair = 0; pair < 4; ++pair) {
+    uint32_t q[2][2];  // [column][k half]: 4 nibble bytes each, sub-blocks 2 pair and 2 pair + 1
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      q[h][0] = Word(&st.w[cols[h]][kQs + 32 * pair + 4 * tig]),
+      q[h][1] = Word(&st.w[cols[h]][kQs + 32 * pair + 16 + 4 * tig]);
+#pragma unroll
+    for (int nib = 0; nib < 2; ++nib) {
+      const int j = 2 * pair + nib;
+      // m16n8k32 A: a0 (row g8, k 4 tig..), a1 (row g8 + 8), a2 and a3 the same at k + 16.
+      uint32_t a[4] = {q[0][0], q[1][0], q[0][1], q[1][1]};
+      const uint32_t fifth[4] = {qh[0][0], qh[1][0], qh[0][1], qh[1][1]};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = (a[i] >> (4 * nib)) & 0x0F0F0F0Fu;
+        if (F::kBytes == 176) a[i] |= ((fifth[i] >> j) & 0x01010101u) << 4;
+      }
+      const int sc0 = static_cast<int>(intq::ByteOf(sc[0][j / 4], j % 4));
+      const int sc1 = static_cast<int>(intq::ByteOf(sc[1][j / 4], j % 4));
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int8_t* xr = st.x[8 * nt + g8] + 32 * j + 4 * tig;
+        int c[4];
+        Mma32(a, Word(xr), Word(xr + 16), c);
+        isum[nt][0] += sc0 * c[0], isum[nt][1] += sc0 * c[1];
+        isum[nt][2] += sc1 * c[2], isum[nt][3] += sc1 * c[3];
+      }
+    }
+  }
+}
+
+// One 256-block's float contributions added to acc, as matmul_mma.cu's Epilogue256 adds them.
+template <class F>
+__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int g8, int tig,
+                                            float (&acc)[4][4]) {
+  const int cols[2] = {16 * warp + g8, 16 * warp + g8 + 8};
+  float d[2], dmin[2];
+  uint32_t sc[2][2], mins[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const uint4 head = *reinterpret_cast<const uint4*>(&st.w[cols[h]][0]);
+    d[h] = intq::Half(head.x), dmin[h] = intq::Half(head.x >> 16);
+    // quant::detail::ScaleMinK4 four sub-blocks at a time: scale bytes 0-3 in head.y, 4-7 in
+    // head.z, 8-11 in head.w.
+    const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
+    sc[h][0] = s0 & 0x3F3F3F3Fu;
+    sc[h][1] = (s2 & 0x0F0F0F0Fu) | (((s0 >> 6) & 0x03030303u) << 4);
+    const uint32_t m_lo = s1 & 0x3F3F3F3Fu;
+    const uint32_t m_hi = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
+    // Each min twice, (m_j, m_j, m_j+1, m_j+1), for dp2a against pairs of 16-level sums.
+    mins[h][0] = __byte_perm(m_lo, 0, 0x1100), mins[h][1] = __byte_perm(m_lo, 0, 0x3322);
+    mins[h][2] = __byte_perm(m_hi, 0, 0x1100), mins[h][3] = __byte_perm(m_hi, 0, 0x3322);
+  }
+  int isum[4][4] = {};
+  BlockSums<F>(st, cols, sc, g8, tig, isum);
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = 8 * nt + 2 * tig + rr;
+      const float dx = st.xd[r];
+      const uint4 lo = *reinterpret_cast<const uint4*>(&st.bsum[r][0]);
+      const uint4 hi = *reinterpret_cast<const uint4*>(&st.bsum[r][8]);
+      const int pairs[8] = {static_cast<int>(lo.x), static_cast<int>(lo.y), static_cast<int>(lo.z),
+                            static_cast<int>(lo.w), static_cast<int>(hi.x), static_cast<int>(hi.y),
+                            static_cast<int>(hi.z), static_cast<int>(hi.w)};
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        int imin = 0;  // sum over sub-blocks j of m_j * (its two 16-level sums), exact
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+          const int m = static_cast<int>(mins[h][j / 2]);
+          imin = __dp2a_hi(pairs[j + 1], m, __dp2a_lo(pairs[j], m, imin));
+        }
+        const int e = 2 * h + rr;
+        acc[nt][e] = __fadd_rn(acc[nt][e], intq::CombineMin(d[h], dmin[h], dx, isum[nt][e], imin));
+      }
+    }
+}
+
+template <class F>
+__global__ void __launch_bounds__(kThreads)
+    IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
+                   ActRows x, MmaRows map, float* __restrict__ y) {
+  extern __shared__ __align__(16) uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<Smem<F::kBytes>*>(smem_raw);
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int g8 = lane / 4, tig = lane % 4;
+  // Row tiles vary fastest over the grid, so the blocks reading one column tile's weights run
+  // together and the weights come from DRAM once.
+  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kCols;
+  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
+  if (!w) return;  // the whole block: an unused entry of the tile table
+  __syncthreads();
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < nblk)
+      IssueStep<F>(sm.stage[i], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(i, nblk));
+    CommitAsync();
+  }
+  TreeAcc tree[4][4];
+  int64_t step = 0;
+  for (int i = 0; i < 8; ++i) {
+    const int p = PartialAt(i);
+    float acc[4][4] = {};
+    for (int64_t b = p; b < nblk; b += 8, ++step) {
+      WaitAsync<kStages - 2>();  // block b has landed (this thread's copies) ...
+      __syncthreads();           // ... everyone's, and the stage refilled below is free
+      const int64_t next = step + kStages - 1;
+      if (next < nblk)
+        IssueStep<F>(sm.stage[next % kStages], w, row_bytes, n_out, col0, x, sm.x_row,
+                     StepBlock(next, nblk));
+      CommitAsync();
+      ComputeStep<F>(sm.stage[step % kStages], warp, g8, tig, acc);
+    }
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tree[nt][e].Finish(p, acc[nt][e]);
+  }
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t col = col0 + 16 * warp + g8 + 8 * (e / 2);
+      const int64_t row = sm.y_row[8 * nt + 2 * tig + e % 2];
+      if (col < n_out && row >= 0) y[row * n_out + col] = tree[nt][e].Total();
+    }
+}
+
+template <class F>
+void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+  const int64_t col_tiles = CeilDiv(n_out, kCols);
+  LS_CUDA_REQUIRE(col_tiles <= 65535, "cuda matmul: %lld output columns",
+                  static_cast<long long>(n_out));
+  const dim3 grid(tiles, static_cast<unsigned>(col_tiles));
+  constexpr size_t kSmem = sizeof(Smem<F::kBytes>);
+  static_assert(kSmem <= 227 * 1024, "shared memory of one block");
+  // Set on every launch (cheap): one process may drive several devices.
+  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaK4Kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSmem)));
+  IntMmaK4Kernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                       k / F::kElems, n_out, x, map, y);
+  LS_CUDA_LAUNCHED();
+}
+
+}  // namespace
+
+bool LaunchIntMmaK4(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                    const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                    cudaStream_t stream) {
+  switch (type) {
+    case DType::Q4_K:
+      Launch<intq::K45<false>>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+      return true;
+    case DType::Q5_K:
+      Launch<intq::K45<true>>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace lockstep::backend::cuda

@@ -1,0 +1,76 @@
+// Device pieces shared by the integer path's tensor-core kernels (matmul_mma.cu for every
+// format, matmul_mma_k4.cu for Q4_K / Q5_K): which rows a tile holds and the fixed float tree
+// that ends each output as quant::detail::Acc8 ends it.
+#pragma once
+
+#include <cstdint>
+
+namespace lockstep::backend::cuda {
+
+inline constexpr int kMmaTileRows = 32;  // activation rows per block
+
+// Which rows a block's tile holds. Dense (perm null): rows [32 y, 32 y + 32) of `rows`. Grouped:
+// tile y is entry y of a table of runs of one expert's tasks (perm: tasks sorted by expert);
+// task t reads activation row t / x_div and the expert's weight rows, and writes output row t.
+struct MmaRows {
+  const int32_t* perm;
+  const int32_t* tile_expert;
+  const int32_t* tile_start;
+  const int32_t* tile_count;
+  int64_t rows_per_expert, x_div, rows;
+};
+
+// The partials of Acc8 in the order the kernels finish them: 0, 4, 1, 5, 2, 6, 3, 7.
+__device__ __forceinline__ int PartialAt(int i) {
+  return (i % 2) * 4 + i / 2;
+}
+
+// The float tree of Acc8 run as partials complete in PartialAt order.
+struct TreeAcc {
+  float held = 0.0f, pair = 0.0f, half0 = 0.0f, half1 = 0.0f;
+  __device__ void Finish(int p, float a) {
+    switch (p) {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+        held = a;
+        break;
+      case 4:
+        pair = __fadd_rn(held, a);
+        break;  // a0 + a4
+      case 5:
+        half0 = __fadd_rn(pair, __fadd_rn(held, a));
+        break;  // (a0 + a4) + (a1 + a5)
+      case 6:
+        pair = __fadd_rn(held, a);
+        break;  // a2 + a6
+      case 7:
+        half1 = __fadd_rn(pair, __fadd_rn(held, a));
+        break;  // (a2 + a6) + (a3 + a7)
+    }
+  }
+  __device__ float Total() const { return __fadd_rn(half0, half1); }
+};
+
+// The rows of a tile (blockIdx `tile`): fills x_row (activation row, -1 for none) and y_row
+// (output row) for the block's kMmaTileRows rows and returns the weights the tile reads (w, or
+// its expert's rows); null when the tile is an unused entry of a grouped table.
+__device__ __forceinline__ const uint8_t* TileRows(const MmaRows& map, unsigned tile,
+                                                   int64_t row_bytes, const uint8_t* w,
+                                                   int64_t* x_row, int64_t* y_row) {
+  int64_t first = static_cast<int64_t>(tile) * kMmaTileRows, count = map.rows - first;
+  if (map.perm) {
+    first = map.tile_start[tile], count = map.tile_count[tile];
+    if (count == 0) return nullptr;
+    w += static_cast<int64_t>(map.tile_expert[tile]) * map.rows_per_expert * row_bytes;
+  }
+  for (int r = threadIdx.x; r < kMmaTileRows; r += blockDim.x) {
+    const int64_t task = r >= count ? -1 : map.perm ? map.perm[first + r] : first + r;
+    x_row[r] = task < 0 ? -1 : task / map.x_div;
+    y_row[r] = task;
+  }
+  return w;
+}
+
+}  // namespace lockstep::backend::cuda
