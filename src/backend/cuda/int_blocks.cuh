@@ -140,29 +140,6 @@ struct K45 {
     *isum = p.sc0 * s_lo + p.sc1 * s_hi;
     *imin = p.m0 * (b0 + b1) + p.m1 * (b2 + b3);
   }
-  // Sub-block j (elements [32j, 32j + 32)) as 8 words of int8 levels, its 16-group scales and
-  // 16-group min multipliers (the tensor-core kernel's view of the block).
-  __device__ static void Levels32(const uint8_t* blk, int j, uint32_t* w, int* sc, int* mn) {
-    const uint32_t* qs = reinterpret_cast<const uint32_t*>(blk + (kFive ? 48 : 16) + 32 * (j / 2));
-    const uint32_t* qh = reinterpret_cast<const uint32_t*>(blk + 16);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      uint32_t v = (qs[i] >> (4 * (j & 1))) & 0x0F0F0F0Fu;
-      if (kFive) v |= ((qh[i] >> j) & 0x01010101u) << 4;
-      w[i] = v;
-    }
-    const uint4 head = *reinterpret_cast<const uint4*>(blk);
-    const uint32_t s[3] = {head.y, head.z, head.w};
-    int scale, m;
-    ScaleMin(s, j, &scale, &m);
-    sc[0] = sc[1] = scale;
-    mn[0] = mn[1] = m;
-  }
-  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
-    const uint32_t h = *reinterpret_cast<const uint32_t*>(blk);
-    *d = Half(h);
-    *dmin = Half(h >> 16);
-  }
   __device__ static float Contribution(const Part& p, float dx, int isum, int imin) {
     return CombineMin(p.d, p.dmin, dx, isum, imin);
   }
@@ -237,7 +214,7 @@ struct Q6K {
   }
   // Sub-block j: levels q - 32 (signed, so no activation-sum correction), scales of groups 2j
   // and 2j + 1.
-  __device__ static void Levels32(const uint8_t* blk, int j, uint32_t* w, int* sc, int* mn) {
+  __device__ static void Levels32(const uint8_t* blk, int j, uint32_t* w, int* sc) {
     const int half = j / 4, k = j % 4;
     const uint8_t* ql = blk + 64 * half + 32 * (k & 1);
     const uint8_t* qh = blk + 128 + 32 * half;
@@ -252,11 +229,9 @@ struct Q6K {
     const uint32_t s = *reinterpret_cast<const uint16_t*>(blk + 192 + 2 * j);
     sc[0] = static_cast<int8_t>(s & 0xFF);
     sc[1] = static_cast<int8_t>(s >> 8);
-    mn[0] = mn[1] = 0;
   }
-  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
-    *d = Half(*reinterpret_cast<const uint16_t*>(blk + 208));
-    *dmin = 0.0f;
+  __device__ static float Scale(const uint8_t* blk) {
+    return Half(*reinterpret_cast<const uint16_t*>(blk + 208));
   }
 };
 
@@ -283,15 +258,13 @@ struct Q80 {
   __device__ static float Contribution(const Part& p, float dx, int isum, int) {
     return Combine(p.d, dx, isum);
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc, int* mn) {
+  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = static_cast<uint32_t>(Word2(blk + 2 + 4 * i));
     sc[0] = sc[1] = 1;
-    mn[0] = mn[1] = 0;
   }
-  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
-    *d = Half(*reinterpret_cast<const uint16_t*>(blk));
-    *dmin = 0.0f;
+  __device__ static float Scale(const uint8_t* blk) {
+    return Half(*reinterpret_cast<const uint16_t*>(blk));
   }
 };
 
@@ -320,7 +293,7 @@ struct Q40 {
   __device__ static float Contribution(const Part& p, float dx, int isum, int) {
     return Combine(p.d, dx, isum);
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc, int* mn) {
+  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t q = static_cast<uint32_t>(Word2(blk + 2 + 4 * i));
@@ -328,11 +301,9 @@ struct Q40 {
       w[4 + i] = __vsub4((q >> 4) & 0x0F0F0F0Fu, 0x08080808u);
     }
     sc[0] = sc[1] = 1;
-    mn[0] = mn[1] = 0;
   }
-  __device__ static void Scales(const uint8_t* blk, float* d, float* dmin) {
-    *d = Half(*reinterpret_cast<const uint16_t*>(blk));
-    *dmin = 0.0f;
+  __device__ static float Scale(const uint8_t* blk) {
+    return Half(*reinterpret_cast<const uint16_t*>(blk));
   }
 };
 
@@ -359,12 +330,11 @@ struct Q50 : Q40 {
     p.lo = static_cast<int>(Word(blk, qh, t));
     p.hi = static_cast<int>(Word(blk, qh, 4 + t));
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc, int* mn) {
+  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
     const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = Word(blk, qh, i);
     sc[0] = sc[1] = 1;
-    mn[0] = mn[1] = 0;
   }
 };
 

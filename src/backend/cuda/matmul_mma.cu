@@ -1,6 +1,7 @@
-// The integer path's tensor-core kernel for many rows (prefill, verify passes): int8 MMAs
+// The integer path's tensor-core kernel for many rows (prefill, verify passes) of the formats
+// without mins (Q6_K, Q8_0, Q4_0, Q5_0; Q4_K and Q5_K run matmul_mma_k4.cu): int8 MMAs
 // (m16n8k16, exact int32 sums of 16 products) give each 16-element group's integer sum, the
-// group scales and mins are applied in integers, and each block's float contribution is added
+// group scales are applied in integers, and each block's float contribution is added
 // exactly as quant::detail::Acc8 adds it: partial p = b % 8 sums its blocks in ascending order,
 // then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
 // and the float sequence is the CPU's, so every output equals matmul_int.cu's and
@@ -31,9 +32,7 @@ struct Smem {
   int8_t w[kTileCols][kStride];
   int8_t x[kTileRows][kStride];
   int w_scale[kTileCols][kGroups];
-  int w_min[kTileCols][kSubs];   // min multiplier of each 32-element sub-block (K-quants)
-  int x_bsum[kTileRows][kSubs];  // sum of each 32 activation levels
-  float w_d[kTileCols][kSubs], w_dmin[kTileCols][kSubs];
+  float w_d[kTileCols][kSubs];
   float x_d[kTileRows][kSubs];
   int64_t x_row[kTileRows];  // activation row of each tile row (-1: none)
   int64_t y_row[kTileRows];  // output row of each tile row
@@ -79,21 +78,20 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
     const int c = task / kSubs, s = task % kSubs;
     const int64_t col = col0 + c, blk = StepBlock<F>(b, s);
     uint32_t lv[8] = {};
-    int sc[2] = {0, 0}, mn[2] = {0, 0};
-    float d = 0.0f, dmin = 0.0f;
+    int sc[2] = {0, 0};
+    float d = 0.0f;
     if (col < n_out && blk < nblk) {
       const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
-      F::Levels32(bp, SubOfBlock<F>(s), lv, sc, mn);
-      F::Scales(bp, &d, &dmin);
+      F::Levels32(bp, SubOfBlock<F>(s), lv, sc);
+      d = F::Scale(bp);
     }
     uint4* dst = reinterpret_cast<uint4*>(&sm.w[c][32 * s]);
     dst[0] = make_uint4(lv[0], lv[1], lv[2], lv[3]);
     dst[1] = make_uint4(lv[4], lv[5], lv[6], lv[7]);
     sm.w_scale[c][2 * s] = sc[0], sm.w_scale[c][2 * s + 1] = sc[1];
-    sm.w_min[c][s] = mn[0];  // the same for both groups of the sub-block where it is used
-    sm.w_d[c][s] = d, sm.w_dmin[c][s] = dmin;
+    sm.w_d[c][s] = d;
   }
-  // Activations: 16-byte pieces of the quantized rows, their scales and 16-level sums.
+  // Activations: 16-byte pieces of the quantized rows and their scales.
   const int64_t d_stride = x.k / F::kElems;
   for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
     const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
@@ -106,53 +104,24 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
                                          16 * (F::kElems == 256 ? piece : piece % 2));
     *reinterpret_cast<int4*>(&sm.x[r][16 * piece]) = v;
     if (piece % 2 == 0) sm.x_d[r][s] = live ? x.d[row * d_stride + blk] : 0.0f;
-    if (F::kMin && piece % 2 == 0) {
-      const int16_t* bs = x.bsum + row * (x.k / 16) + blk * 16 + piece;
-      sm.x_bsum[r][s] = live ? bs[0] + bs[1] : 0;
-    }
   }
 }
 
-// A 256-element block's contributions (one per accumulator element): the integer mins as 8-term
-// dots of the columns' sub-block mins with the rows' 32-level sums, then the CPU's float
+// A 256-element block's contributions (one per accumulator element), the CPU's float
 // expression. Per-column and per-row values are read once.
-__device__ __forceinline__ int Dot8(const int4 (&a)[2], const int4 (&b)[2]) {
-  return a[0].x * b[0].x + a[0].y * b[0].y + a[0].z * b[0].z + a[0].w * b[0].w + a[1].x * b[1].x +
-         a[1].y * b[1].y + a[1].z * b[1].z + a[1].w * b[1].w;
-}
-
 template <class F>
 __device__ __forceinline__ void Epilogue256(const Smem& sm, int warp, int g8, int tig,
                                             const int (&isum)[4][4], float (&acc)[4][4]) {
-  const int cols[2] = {16 * warp + g8, 16 * warp + g8 + 8};
-  float d[2], dmin[2];
-  int4 mins[2][2] = {};
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    d[h] = sm.w_d[cols[h]][0], dmin[h] = sm.w_dmin[cols[h]][0];
-    if (F::kMin) {
-      mins[h][0] = *reinterpret_cast<const int4*>(&sm.w_min[cols[h]][0]);
-      mins[h][1] = *reinterpret_cast<const int4*>(&sm.w_min[cols[h]][4]);
-    }
-  }
+  const float d[2] = {sm.w_d[16 * warp + g8][0], sm.w_d[16 * warp + g8 + 8][0]};
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
-      const int r = 8 * nt + 2 * tig + rr;
-      const float dx = sm.x_d[r][0];
-      int4 bsum[2] = {};
-      if (F::kMin) {
-        bsum[0] = *reinterpret_cast<const int4*>(&sm.x_bsum[r][0]);
-        bsum[1] = *reinterpret_cast<const int4*>(&sm.x_bsum[r][4]);
-      }
+      const float dx = sm.x_d[8 * nt + 2 * tig + rr][0];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int e = 2 * h + rr;
-        const float contribution =
-            F::kMin ? intq::CombineMin(d[h], dmin[h], dx, isum[nt][e], Dot8(mins[h], bsum))
-                    : intq::Combine(d[h], dx, isum[nt][e]);
-        acc[nt][e] = __fadd_rn(acc[nt][e], contribution);
+        acc[nt][e] = __fadd_rn(acc[nt][e], intq::Combine(d[h], dx, isum[nt][e]));
       }
     }
 }
@@ -161,6 +130,7 @@ template <class F>
 __global__ void __launch_bounds__(kThreads)
     IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                  ActRows x, MmaRows map, float* __restrict__ y) {
+  static_assert(!F::kMin, "formats with mins run matmul_mma_k4.cu");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;

@@ -56,16 +56,17 @@ __global__ void __launch_bounds__(kRowThreads)
   __shared__ float warp_sums[kRowThreads / kWarp];
   const int64_t row = blockIdx.x;
   const float* xg = x + row * group;
-  const float* w = outs.w[0];
   const float* rg = residual ? residual + row * group : nullptr;
-  float xv[kPer > 0 ? kPer : 1], wv[kPer > 0 ? kPer : 1];
+  // Every output's weights are loaded with x: one memory latency for the whole row.
+  float xv[kPer > 0 ? kPer : 1], wv[kOuts][kPer > 0 ? kPer : 1];
   float ss = 0.0f;
   if constexpr (kPer > 0) {
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
       xv[j] = i < group ? xg[i] : 0.0f;
-      wv[j] = w && i < group ? w[i] : 1.0f;
+#pragma unroll
+      for (int o = 0; o < kOuts; ++o) wv[o][j] = outs.w[o] && i < group ? outs.w[o][i] : 1.0f;
     }
 #pragma unroll
     for (int j = 0; j < kPer; ++j)
@@ -92,7 +93,7 @@ __global__ void __launch_bounds__(kRowThreads)
         const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
         if (i >= group) break;
         float v = xv[j] * inv;
-        if (wo) v *= o == 0 ? wv[j] : wo[i];
+        if (wo) v *= wv[o][j];
         v = v * scale;
         yg[i] = rg ? v + rg[i] : v;
       }
