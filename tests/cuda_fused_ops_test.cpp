@@ -1,7 +1,7 @@
-// The CUDA backend's fused ops (RmsNormAdd, RmsNorms, RmsNormRope) against the pair of ops each
-// replaces, bit for bit on the GPU (the backend contract: fusing never changes a bit), and close to
-// the CPU. Skipped, visibly, where lockstep was built without CUDA or the machine has no CUDA
-// device.
+// The CUDA backend's fused ops (RmsNormAdd, RmsNorms, RmsNormSumNormAdd, RmsNormRope) against the
+// pair of ops each replaces, bit for bit on the GPU (the backend contract: fusing never changes a
+// bit), and close to the CPU. Skipped, visibly, where lockstep was built without CUDA or the
+// machine has no CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -118,6 +118,40 @@ TEST_F(CudaFusedOps, RmsNormsEqualEachNormAlone) {
                    std::vector<float>(other.begin() + at, other.begin() + at + rows * cols)))
           << "output " << o;
     }
+  }
+}
+
+// A MoE layer's tail, y = RmsNorm(RmsNorm(a, wa) + RmsNorm(b, wb), w) + residual, in one op:
+// the bits of the three norms run one after another, for the widths the fused kernel takes
+// (1,024 to 6,144 values, in two register variants) and those it leaves to the composition.
+// Control: another eps changes them.
+TEST_F(CudaFusedOps, RmsNormSumNormAddEqualsItsThreeNorms) {
+  for (int64_t cols : {256, 1536, 2816, 5376, 8192}) {
+    SCOPED_TRACE(std::to_string(cols));
+    const int64_t rows = 3;
+    const auto a = testing::GaussianRow(rows * cols, 41), b = testing::GaussianRow(rows * cols, 42);
+    const auto r = testing::GaussianRow(rows * cols, 43);
+    const Weight wa = gpu_->PrepareWeight(VectorWeight("wa", testing::GaussianRow(cols, 44)));
+    const Weight wb = gpu_->PrepareWeight(VectorWeight("wb", testing::GaussianRow(cols, 45)));
+    const Weight w = gpu_->PrepareWeight(VectorWeight("w", testing::GaussianRow(cols, 46)));
+    auto run = [&](bool fused, float eps) {
+      const Tensor ta = Upload(*gpu_, a, rows, cols), tb = Upload(*gpu_, b, rows, cols);
+      const Tensor tr = Upload(*gpu_, r, rows, cols);
+      Tensor na = gpu_->NewTensor(rows, cols), sum = gpu_->NewTensor(rows, cols);
+      Tensor y = gpu_->NewTensor(rows, cols);
+      if (fused) {
+        Tensor* const work[2] = {&na, &sum};
+        gpu_->RmsNormSumNormAdd(ta, &wa, tb, &wb, &w, eps, tr, work, &y);
+      } else {
+        gpu_->RmsNorm(ta, &wa, eps, cols, 1.0f, &na);
+        gpu_->RmsNormAdd(tb, &wb, eps, na, &sum);
+        gpu_->RmsNormAdd(sum, &w, eps, tr, &y);
+      }
+      return Host(*gpu_, y);
+    };
+    const auto fused = run(true, 1e-6f);
+    EXPECT_TRUE(SameBits(fused, run(false, 1e-6f)));
+    EXPECT_FALSE(SameBits(fused, run(true, 1e-2f)));  // the comparison can fail
   }
 }
 

@@ -177,6 +177,18 @@ class Backend {
       RmsNorm(x, o.w, eps, x.cols(), o.extra_scale, o.y);
     }
   }
+  // y = RmsNorm(RmsNorm(a, wa) + RmsNorm(b, wb), w) + residual over whole rows: a MoE layer's
+  // shared-MLP and expert outputs, each normalized, summed, normalized again and added to the
+  // residual stream. `work` holds two tensors of a's shape for the intermediate rows (the
+  // composition's; a fused backend may leave them untouched). y is none of the inputs.
+  virtual void RmsNormSumNormAdd(const Tensor& a, const Weight* wa, const Tensor& b,
+                                 const Weight* wb, const Weight* w, float eps,
+                                 const Tensor& residual, std::span<Tensor* const, 2> work,
+                                 Tensor* y) {
+    RmsNorm(a, wa, eps, a.cols(), 1.0f, work[0]);
+    RmsNormAdd(b, wb, eps, *work[0], work[1]);
+    RmsNormAdd(*work[1], w, eps, residual, y);
+  }
   // RmsNorm over heads of head_dim (weight w), then NEOX RoPE on them: a query or key
   // projection's per-head norm and rotation. y may be x.
   virtual void RmsNormRope(const Tensor& x, const Weight* w, float eps, int head_dim,

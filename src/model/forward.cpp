@@ -16,9 +16,9 @@ namespace lockstep::model {
 
 using backend::Tensor;
 
-// The MLP (and, on MoE layers, the routed experts beside it) of one layer, into act.ffn_mlp or
-// act.ffn_sum; returns the tensor holding the result.
-Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
+// The MLP (and, on MoE layers, the routed experts beside it) of one layer, normalized and added
+// to the residual stream attn_out: out.
+void FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out, Tensor* out) {
   const LayerConfig& l = ctx.c.layers[il];
   const LayerWeights& w = ctx.w.layers[il];
   Activations& a = ctx.act;
@@ -46,11 +46,11 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
   Tensor mlp = ctx.View(a.ffn_mlp, d);
   be.MatMul(w.ffn_down, act, &mlp);
   ctx.Emit(il, "ffn_mlp", mlp);
-  if (!l.moe) return mlp;
+  if (!l.moe) {
+    be.RmsNormAdd(mlp, &w.post_ffw_norm, eps, attn_out, out);
+    return;
+  }
 
-  // Shared MLP beside the routed experts.
-  Tensor mlp_post = ctx.View(a.mlp_post_norm, d);
-  be.RmsNorm(mlp, &w.post_ffw_norm_1, eps, d, 1.0f, &mlp_post);
   Tensor router_logits = ctx.View(a.router_logits, ctx.c.n_expert);
   be.MatMul(w.ffn_gate_inp, router_in, &router_logits);
   ctx.Emit(il, "ffn_moe_logits", router_logits);
@@ -61,10 +61,11 @@ Tensor FeedForward(LayerCtx& ctx, int il, const Tensor& attn_out) {
             w.ffn_down_exps_scale ? &w.ffn_down_exps_scale : nullptr, ctx.c.n_expert_used,
             &moe_out);
   ctx.Emit(il, "ffn_moe_out", moe_out);
-  // The routed experts' output, normalised, added to the shared MLP's.
-  Tensor sum = ctx.View(a.ffn_sum, d);
-  be.RmsNormAdd(moe_out, &w.post_ffw_norm_2, eps, mlp_post, &sum);
-  return sum;
+  // The shared MLP's and the routed experts' outputs, each normalised, summed, normalised.
+  Tensor mlp_post = ctx.View(a.mlp_post_norm, d), sum = ctx.View(a.ffn_sum, d);
+  Tensor* const work[2] = {&mlp_post, &sum};
+  be.RmsNormSumNormAdd(mlp, &w.post_ffw_norm_1, moe_out, &w.post_ffw_norm_2, &w.post_ffw_norm, eps,
+                       attn_out, work, out);
 }
 
 // Attention of one layer from the residual stream `x` into act.attn_out (residual added).
@@ -126,8 +127,7 @@ void DecoderLayer(LayerCtx& ctx, int il, const Tensor& x, const LayerKv& kv,
   const int64_t d = ctx.c.n_embd;
 
   const Tensor attn_out = AttentionBlock(ctx, il, x, kv);
-  const Tensor ffn = FeedForward(ctx, il, attn_out);
-  be.RmsNormAdd(ffn, &w.post_ffw_norm, eps, attn_out, out);
+  FeedForward(ctx, il, attn_out, out);
   ctx.Emit(il, "ffn_out", *out);
 
   if (per_layer) {  // per-layer embeddings (E2B/E4B)

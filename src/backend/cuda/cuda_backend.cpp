@@ -331,6 +331,21 @@ void CudaBackend::RmsNorms(const Tensor& x, float eps, std::span<const NormOut> 
     Backend::RmsNorms(x, eps, outs);
 }
 
+void CudaBackend::RmsNormSumNormAdd(const Tensor& a, const Weight* wa, const Tensor& b,
+                                    const Weight* wb, const Weight* w, float eps,
+                                    const Tensor& residual, std::span<Tensor* const, 2> work,
+                                    Tensor* y) {
+  for (const Tensor* t : {&b, &residual, static_cast<const Tensor*>(y)})
+    CHECK(t->rows() == a.rows() && t->cols() == a.cols());
+  CHECKF(y->data() != a.data() && y->data() != b.data() && y->data() != residual.data(),
+         "rms_norm_sum_norm_add: the output overwrites an input");
+  const int64_t d = a.cols();
+  if (!LaunchRmsNormSumNormAdd(a.data(), NormWeight(wa, d), b.data(), NormWeight(wb, d),
+                               NormWeight(w, d), eps, a.rows(), d, residual.data(), y->data(),
+                               S(stream_)))
+    Backend::RmsNormSumNormAdd(a, wa, b, wb, w, eps, residual, work, y);
+}
+
 void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
                              Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols() && residual.rows() == x.rows() &&

@@ -52,6 +52,9 @@ class CudaBackend : public Backend {
                Tensor* y) override;
   void Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
             const Weight* freq_factors) override;
+  void RmsNormSumNormAdd(const Tensor& a, const Weight* wa, const Tensor& b, const Weight* wb,
+                         const Weight* w, float eps, const Tensor& residual,
+                         std::span<Tensor* const, 2> work, Tensor* y) override;
   void RmsNorms(const Tensor& x, float eps, std::span<const NormOut> outs) override;
   void RmsNormAdd(const Tensor& x, const Weight* w, float eps, const Tensor& residual,
                   Tensor* y) override;

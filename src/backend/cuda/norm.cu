@@ -122,6 +122,73 @@ void LaunchRow(const float* x, float eps, int64_t group, const RowOuts& outs, co
     RmsNormRowKernel<0, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
 }
 
+// The sum of one thread's squares, the butterfly per warp, the warp sums in warp order: the
+// whole-row kernel's order, for two rows at once (one barrier). sums: 2 x 8 shared floats.
+template <int kPer>
+__device__ __forceinline__ float2 RowSquares2(const float (&u)[kPer], const float (&v)[kPer],
+                                              int64_t group, float (*sums)[kRowThreads / kWarp]) {
+  float su = 0.0f, sv = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j)
+    if (threadIdx.x + static_cast<int64_t>(j) * kRowThreads < group)
+      su = fmaf(u[j], u[j], su), sv = fmaf(v[j], v[j], sv);
+  su = WarpSum(su), sv = WarpSum(sv);
+  if (threadIdx.x % kWarp == 0)
+    sums[0][threadIdx.x / kWarp] = su, sums[1][threadIdx.x / kWarp] = sv;
+  __syncthreads();
+  float2 total = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < kRowThreads / kWarp; ++i) total.x += sums[0][i], total.y += sums[1][i];
+  return total;
+}
+
+// Backend::RmsNormSumNormAdd for rows of 1,024 to kPer * 256 values: one block per row, every
+// value in registers, each step the unfused kernels' expression (the sum's norm reads the sum
+// as RmsNormRowKernel would read it from memory).
+template <int kPer>
+__global__ void __launch_bounds__(kRowThreads)
+    NormSumNormAddKernel(const float* a, const float* wa, const float* b, const float* wb,
+                         const float* w, float eps, int64_t group, const float* residual,
+                         float* y) {
+  __shared__ float sums[2][kRowThreads / kWarp];
+  const int64_t off = static_cast<int64_t>(blockIdx.x) * group;
+  float av[kPer], bv[kPer], wav[kPer], wbv[kPer], wv[kPer], rv[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+    const bool in = i < group;
+    av[j] = in ? a[off + i] : 0.0f, bv[j] = in ? b[off + i] : 0.0f;
+    wav[j] = wa && in ? wa[i] : 1.0f, wbv[j] = wb && in ? wb[i] : 1.0f;
+    wv[j] = w && in ? w[i] : 1.0f, rv[j] = in ? residual[off + i] : 0.0f;
+  }
+  const float2 ss = RowSquares2<kPer>(av, bv, group, sums);
+  const float n = static_cast<float>(group);
+  const float inv_a = 1.0f / sqrtf(ss.x / n + eps), inv_b = 1.0f / sqrtf(ss.y / n + eps);
+  float sv[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    float va = av[j] * inv_a;
+    if (wa) va *= wav[j];
+    va = va * 1.0f;
+    float vb = bv[j] * inv_b;
+    if (wb) vb *= wbv[j];
+    vb = vb * 1.0f;
+    sv[j] = vb + va;  // RmsNormAdd(b, wb, residual: a's norm)
+  }
+  __syncthreads();  // sums is reused
+  const float s_total = RowSquares2<kPer>(sv, sv, group, sums).x;
+  const float inv = 1.0f / sqrtf(s_total / n + eps);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+    if (i >= group) break;
+    float v = sv[j] * inv;
+    if (w) v *= wv[j];
+    v = v * 1.0f;
+    y[off + i] = v + rv[j];
+  }
+}
+
 }  // namespace
 
 void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, float extra_scale,
@@ -155,6 +222,23 @@ bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
     LaunchRow<2>(x, eps, cols, ro, nullptr, rows, stream);
   else
     LaunchRow<3>(x, eps, cols, ro, nullptr, rows, stream);
+  LS_CUDA_LAUNCHED();
+  return true;
+}
+
+bool LaunchRmsNormSumNormAdd(const float* a, const float* wa, const float* b, const float* wb,
+                             const float* w, float eps, int64_t rows, int64_t cols,
+                             const float* residual, float* y, cudaStream_t stream) {
+  if (cols < kLongGroup || cols > 24 * kRowThreads) return false;
+  LS_CUDA_REQUIRE(rows <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(rows));
+  if (rows == 0) return true;
+  const auto blocks = static_cast<unsigned>(rows);
+  if (cols <= 12 * kRowThreads)
+    NormSumNormAddKernel<12>
+        <<<blocks, kRowThreads, 0, stream>>>(a, wa, b, wb, w, eps, cols, residual, y);
+  else
+    NormSumNormAddKernel<24>
+        <<<blocks, kRowThreads, 0, stream>>>(a, wa, b, wb, w, eps, cols, residual, y);
   LS_CUDA_LAUNCHED();
   return true;
 }
