@@ -183,19 +183,9 @@ __global__ void __launch_bounds__(kThreads)
       }
       if (F::kElems == 256) Epilogue256<F>(sm, warp, g8, tig, isum, acc);
     }
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) tree[nt][e].Finish(p, acc[nt][e]);
+    FinishPartial(tree, p, acc);
   }
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t col = col0 + 16 * warp + g8 + 8 * (e / 2);
-      const int64_t row = sm.y_row[8 * nt + 2 * tig + e % 2];
-      if (col < n_out && row >= 0) y[row * n_out + col] = tree[nt][e].Total();
-    }
+  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
 // Builds the tile table of the grouped launch: tasks sorted by expert (stable), runs of at most

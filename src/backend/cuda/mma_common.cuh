@@ -53,6 +53,29 @@ struct TreeAcc {
   __device__ float Total() const { return __fadd_rn(half0, half1); }
 };
 
+// The accumulators of a 64 x 32 tile's thread, element e of column tile nt being weight row
+// 16 warp + g8 + 8 (e / 2) and tile row 8 nt + 2 tig + e % 2 (the m16n8 layout): partial p's
+// values into the tree, and the tree's totals into y.
+__device__ __forceinline__ void FinishPartial(TreeAcc (&tree)[4][4], int p,
+                                              const float (&acc)[4][4]) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tree[nt][e].Finish(p, acc[nt][e]);
+}
+__device__ __forceinline__ void StoreTile(const TreeAcc (&tree)[4][4], int64_t col0, int warp,
+                                          int g8, int tig, const int64_t* y_row, int64_t n_out,
+                                          float* y) {
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int64_t col = col0 + 16 * warp + g8 + 8 * (e / 2);
+      const int64_t row = y_row[8 * nt + 2 * tig + e % 2];
+      if (col < n_out && row >= 0) y[row * n_out + col] = tree[nt][e].Total();
+    }
+}
+
 // The rows of a tile (blockIdx `tile`): fills x_row (activation row, -1 for none) and y_row
 // (output row) for the block's kMmaTileRows rows and returns the weights the tile reads (w, or
 // its expert's rows); null when the tile is an unused entry of a grouped table.
