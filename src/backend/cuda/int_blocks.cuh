@@ -40,21 +40,13 @@ __device__ __forceinline__ float CombineMin(float d, float dmin, float dx, int i
   return __fsub_rn(__fmul_rn(__fmul_rn(d, dx), __int2float_rn(isum)),
                    __fmul_rn(__fmul_rn(dmin, dx), __int2float_rn(imin)));
 }
-// The 16 activation levels of a lane's 64-element quarter of a 256-block, as 16 words.
-__device__ __forceinline__ void LoadQuarter(const int8_t* q, int* xw) {
+// kWords activation words (4 levels each) from 16-byte aligned q: a lane's 64-element quarter of
+// a 256-block is 16, a 32-element run 8.
+template <int kWords>
+__device__ __forceinline__ void LoadLevels(const int8_t* q, int* xw) {
   const int4* p = reinterpret_cast<const int4*>(q);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int4 v = p[i];
-    xw[4 * i] = v.x, xw[4 * i + 1] = v.y, xw[4 * i + 2] = v.z, xw[4 * i + 3] = v.w;
-  }
-}
-
-// 32 activation levels (16-byte aligned) as 8 words.
-__device__ __forceinline__ void Load32Bytes(const int8_t* q, int* xw) {
-  const int4* p = reinterpret_cast<const int4*>(q);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < kWords / 4; ++i) {
     const int4 v = p[i];
     xw[4 * i] = v.x, xw[4 * i + 1] = v.y, xw[4 * i + 2] = v.z, xw[4 * i + 3] = v.w;
   }
@@ -127,7 +119,7 @@ struct K45 {
   __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
                              int* imin) {
     int xw[16];
-    LoadQuarter(q + 64 * t, xw);
+    LoadLevels<16>(q + 64 * t, xw);
     int s_lo = 0, s_hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -192,8 +184,8 @@ struct Q6K {
                              int*) {
     const int half = t >> 1, odd = t & 1;
     int xw[16];
-    Load32Bytes(q + 128 * half + 32 * odd, xw);
-    Load32Bytes(q + 128 * half + 64 + 32 * odd, xw + 8);
+    LoadLevels<8>(q + 128 * half + 32 * odd, xw);
+    LoadLevels<8>(q + 128 * half + 64 + 32 * odd, xw + 8);
     const int bs_lo = *reinterpret_cast<const int*>(bsum + 8 * half + 2 * odd);
     const int bs_hi = *reinterpret_cast<const int*>(bsum + 8 * half + 4 + 2 * odd);
     const int sums[4] = {static_cast<int16_t>(bs_lo & 0xFFFF), static_cast<int16_t>(bs_lo >> 16),

@@ -226,10 +226,7 @@ __global__ void ExpertTilesKernel(const int32_t* __restrict__ experts, int64_t t
 template <class F>
 void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
             const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  const int64_t col_tiles = CeilDiv(n_out, kTileCols);
-  LS_CUDA_REQUIRE(col_tiles <= 65535, "cuda matmul: %lld output columns",
-                  static_cast<long long>(n_out));
-  const dim3 grid(tiles, static_cast<unsigned>(col_tiles));
+  const dim3 grid = MmaGrid(tiles, n_out, kTileCols);
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem <= 227 * 1024, "shared memory of one block");
   // Set on every launch (cheap): one process may drive several devices.

@@ -3,7 +3,11 @@
 // that ends each output as quant::detail::Acc8 ends it.
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
+
+#include "backend/cuda/common.h"
 
 namespace lockstep::backend::cuda {
 
@@ -19,6 +23,15 @@ struct MmaRows {
   const int32_t* tile_count;
   int64_t rows_per_expert, x_div, rows;
 };
+
+// The grid of a tensor-core launch: row tiles vary fastest, so the blocks reading one column
+// tile's weights run together and the weights come from DRAM once.
+inline dim3 MmaGrid(unsigned row_tiles, int64_t n_out, int tile_cols) {
+  const int64_t col_tiles = CeilDiv(n_out, tile_cols);
+  LS_CUDA_REQUIRE(col_tiles <= 65535, "cuda matmul: %lld output columns",
+                  static_cast<long long>(n_out));
+  return dim3(row_tiles, static_cast<unsigned>(col_tiles));
+}
 
 // The partials of Acc8 in the order the kernels finish them: 0, 4, 1, 5, 2, 6, 3, 7.
 __device__ __forceinline__ int PartialAt(int i) {
