@@ -130,6 +130,40 @@ backend::Tensor RandomTensor(backend::CudaBackend& be, int64_t rows, int64_t col
   return t;
 }
 
+// A prompt pass's attention: 512 causal queries (positions 0..511 of one sequence) in the heads
+// of 31B's sliding layers (32 x 256 over 16 KV heads) and full layers (32 x 512 over 4).
+template <class Report>
+void PrefillAttention(backend::CudaBackend& be, const Report& report) {
+  constexpr int kRows = 512;
+  struct Heads {
+    int n_head, n_head_kv, head_dim;
+  };
+  for (const Heads h : {Heads{32, 16, 256}, Heads{32, 4, 512}}) {
+    backend::KvLayerView kv;
+    const int64_t width = static_cast<int64_t>(h.n_head_kv) * h.head_dim;
+    backend::Tensor k = RandomTensor(be, kRows, width, 3), v = RandomTensor(be, kRows, width, 4);
+    kv.k = k.data();
+    kv.v = v.data();
+    kv.k_width = kv.v_width = width;
+    kv.ring = kRows;
+    kv.n_seq = 1;
+    kv.n_ctx = kRows;
+    std::vector<int32_t> positions(kRows), slots(kRows, 0);
+    for (int i = 0; i < kRows; ++i) positions[static_cast<size_t>(i)] = i;
+    backend::IntTensor pos = be.NewIntTensor(kRows), seq = be.NewIntTensor(kRows);
+    be.Upload(positions, &pos);
+    be.Upload(slots, &seq);
+    backend::Tensor q = RandomTensor(be, kRows, h.n_head * h.head_dim, 5),
+                    out = be.NewTensor(kRows, h.n_head * h.head_dim);
+    const backend::RowInfo rows{pos.first(kRows), seq.first(kRows)};
+    report(fmt::format("attention prefill {} queries, {} heads x {} ({} kv heads)", kRows, h.n_head,
+                       h.head_dim, h.n_head_kv),
+           ReplayedTime(be, [&] {
+             be.Attention(q, kv, h.n_head, h.n_head_kv, h.head_dim, 0, true, rows, &out);
+           }));
+  }
+}
+
 // The small ops of one decode row at Gemma 4 shapes, each alone on the GPU.
 void DecodeOps(backend::CudaBackend& be) {
   std::printf("\nops of one decode row (GPU time, replayed)\n%-44s %10s\n", "op", "us");
@@ -195,6 +229,7 @@ void DecodeOps(backend::CudaBackend& be) {
              be.Attention(q, kv, n_head, n_head_kv, head_dim, 0, true, rows, &out);
            }));
   }
+  PrefillAttention(be, report);
 }
 
 double CopyBandwidth(backend::CudaBackend& be) {

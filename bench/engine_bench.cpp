@@ -36,6 +36,7 @@ struct Args {
   std::string model, device = "cpu";
   int threads = 2, tokens = 32, reps = 3;
   std::vector<int> seqs{1, 2, 4, 8, 16};
+  DType cache = DType::F32;  // K and V cache element type
   bool json = false;
 };
 
@@ -48,7 +49,7 @@ struct Args {
   std::fprintf(stderr,
                "usage: engine_bench [--model FILE] [--device cpu|cuda] [--threads N] [--tokens N] "
                "[--seqs 1,2,4,...] "
-               "[--reps R] [--json]\n");
+               "[--reps R] [--cache-type f32|f16|bf16] [--json]\n");
   std::exit(2);
 }
 
@@ -83,7 +84,11 @@ Args ParseArgs(int argc, char** argv) {
       a.reps = std::max(1, std::atoi(argv[++i]));
     else if (k == "--seqs" && has_value)
       a.seqs = ParseList(argv[++i]);
-    else
+    else if (k == "--cache-type" && has_value) {
+      auto t = kv::ParseCacheType(argv[++i]);
+      if (!t.ok()) Die(t.status());
+      a.cache = *t;
+    } else
       Usage();
   }
   return a;
@@ -196,6 +201,7 @@ Row MeasureGenerate(const model::Model& m, const Args& a, ReadBandwidth& bandwid
                     std::vector<int32_t>* ref) {
   engine::GenerateOptions opt;
   opt.n_predict = a.tokens + 1;
+  opt.cache_type_k = opt.cache_type_v = a.cache;
   const std::vector<int32_t> prompt = Prompt(0, m.config().n_vocab);
   const double wbytes = WeightBytesPerStep(m);
   std::vector<double> ms, bw, frac;
@@ -216,6 +222,7 @@ Row MeasureEngine(const model::Model& m, int n, const Args& a, ReadBandwidth& ba
   engine::Options opt;                     // the engine's defaults otherwise, as Generate uses them
   opt.n_seq_max = n;
   opt.n_ctx = kPromptLen + n_predict;
+  opt.cache_type_k = opt.cache_type_v = a.cache;
   auto e = engine::Engine::Create(m, nullptr, opt);
   if (!e.ok()) Die(e.status());
   const double wbytes = WeightBytesPerStep(m);

@@ -2,24 +2,27 @@
 # Issue 12's full-size GPU benchmark: Gemma 4 shapes with random weights in the Q4_K_M mix,
 # written by lockstep itself, then prefill of 512 tokens and decode of 128 at batch 1
 # (`lockstep generate`) and aggregate decode at 1, 8 and 32 sequences (engine_bench, which also
-# checks every sequence against a solo run). Prints one table row per model.
+# checks every sequence against a solo run). Prints one table row per model. The KV cache is F16,
+# llama.cpp's default, as in the llama.cpp figures it is compared with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'USAGE'
 usage: scripts/gpu-bench.sh [--bin DIR] [--presets e4b,26b-a4b,31b] [--work DIR] [--mix Q4_K_M]
+                           [--cache-type f16]
 
   --bin DIR      directory holding lockstep, cpu_compare_bench and engine_bench
                  (default: build-gpu; the binaries may sit in DIR or in DIR/src, DIR/bench)
   --presets P    comma-separated shapes of cpu_compare_bench --write-preset (default: all three)
   --work DIR     where the model files are written, one at a time (default: /tmp; 5-19 GB each)
   --mix M        quantization mix (default: Q4_K_M)
+  --cache-type T KV cache element type: f16 (default, as llama.cpp's figures), bf16 or f32
 Needs a CUDA device.
 USAGE
 }
 
-bin=build-gpu presets=e4b,26b-a4b,31b work=/tmp mix=Q4_K_M
+bin=build-gpu presets=e4b,26b-a4b,31b work=/tmp mix=Q4_K_M cache=f16
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --help | -h) usage; exit 0 ;;
@@ -27,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --presets) presets="$2"; shift ;;
     --work) work="$2"; shift ;;
     --mix) mix="$2"; shift ;;
+    --cache-type) cache="$2"; shift ;;
     *) usage >&2; exit 2 ;;
   esac
   shift
@@ -49,8 +53,9 @@ for preset in ${presets//,/ }; do
   trap 'rm -f "$model"' EXIT
   "$writer" --write-preset "$preset" "$model" "$mix" >&2
   gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 128 --ignore-eos \
-    --json --no-hash)
-  engine_out=$("$engine" --model "$model" --device cuda --tokens 64 --seqs 1,8,32 --reps 1 --json)
+    --json --no-hash --cache-type-k "$cache" --cache-type-v "$cache")
+  engine_out=$("$engine" --model "$model" --device cuda --tokens 64 --seqs 1,8,32 --reps 1 \
+    --cache-type "$cache" --json)
   python3 - "$preset" "$model" "$gen" "$engine_out" <<'PY'
 import json, os, sys
 preset, model, gen, engine = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]

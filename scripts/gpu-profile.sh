@@ -48,19 +48,20 @@ find_bin() {
 lockstep=$(find_bin lockstep) writer=$(find_bin cpu_compare_bench)
 prompt=$(seq -s, 1000 $((999 + context)))
 
+kv_flags="--cache-type-k f16 --cache-type-v f16"  # llama.cpp's default, as in gpu-bench.sh
 for preset in ${presets//,/ }; do
   model="$work/lockstep-profile-$preset-$$.gguf"
   trap 'rm -f "$model"' EXIT
   "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
   gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 64 --ignore-eos \
-    --json --no-hash)
+    --json --no-hash $kv_flags)
   step_ms=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); print(t["timings"]["generate_ms"]/t["n_generated"])' "$gen")
   # Kernels of one decode step: those of 2 generated tokens less those of 1 (the prompt's
   # forward passes alone).
   count_kernels() {
     ncu --metrics gpu__time_duration.sum --csv --print-units base --cache-control none \
       --clock-control none "$lockstep" generate -m "$model" --device cuda --tokens "$prompt" \
-      -n "$1" --ignore-eos --json --no-hash 2>/dev/null | grep -c '"gpu__time_duration.sum"' || true
+      -n "$1" --ignore-eos --json --no-hash $kv_flags 2>/dev/null | grep -c '"gpu__time_duration.sum"' || true
   }
   k1=$(count_kernels 1)
   k2=$(count_kernels 2)
@@ -76,7 +77,7 @@ for preset in ${presets//,/ }; do
   ncu --metrics gpu__time_duration.sum --csv --print-units base --cache-control none \
     --clock-control none --launch-skip "$skip" --launch-count "$count" \
     "$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 12 --ignore-eos --json \
-    --no-hash 2>/dev/null | grep '"gpu__time_duration.sum"' >"$csv" || true
+    --no-hash $kv_flags 2>/dev/null | grep '"gpu__time_duration.sum"' >"$csv" || true
   echo "== $preset: $what (context $context), $count kernels profiled, $per_step a decode step"
   python3 - "$csv" "$step_ms" <<'PY'
 import csv, sys, collections

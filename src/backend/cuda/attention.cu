@@ -1,31 +1,25 @@
-// KV writes and attention. A query's keys are split at fixed positions: segment s of 32
-// positions belongs to slot s % 64, slot j to split j % 8 and, within it, to place j / 8. Each
-// slot is one warp's online softmax in ascending position (per-lane fmaf chains over the head's
-// dims and the fixed butterfly), a split merges its slots in place order, the query merges its
-// splits in split order, always with the same merge arithmetic. Few queries take a block per
-// (query, split) and a merge kernel; many take a block per query whose warp x plays split x: the
-// same bits. Nothing depends on which other rows share the launch or where the cache keeps a key
-// (ring slot or paged block).
+// KV writes and attention. A query's keys are cut into blocks of 32 positions; block b belongs
+// to split b % 32. A tile of up to 16 query rows of one KV head folds a split's blocks in
+// ascending order with tensor cores (attention_fold.cuh), and a query merges its 32 split states
+// in split order. Launches of few tiles (decode, verify) take a block per (tile, split) and a
+// merge kernel; launches of many (prefill) a block per tile that folds the splits one after
+// another and merges as it goes: the same arithmetic, so the same bits. Nothing depends on which
+// other rows share the launch or the tile, or where the cache keeps a key (ring slot or paged
+// block).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "backend/cuda/attention.h"
+#include "backend/cuda/attention_fold.cuh"
 #include "backend/cuda/common.cuh"
 
 namespace lockstep::backend::cuda {
 namespace {
 
-__device__ __forceinline__ int64_t KvRow(const KvLayerView& kv, int seq, int pos) {
-  if (kv.ring > 0) return static_cast<int64_t>(seq) * kv.ring + pos % kv.ring;
-  const int32_t b = kv.table[static_cast<int64_t>(seq) * kv.table_stride + pos / kv.block];
-  return b < 0 ? -1 : static_cast<int64_t>(b) * kv.block + pos % kv.block;
-}
-
-__device__ __forceinline__ float LoadElem(const void* base, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(base)[i];
-  if (t == DType::F16) return __half2float(static_cast<const __half*>(base)[i]);
-  return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-}
+using attention::kSplits;
 
 __device__ __forceinline__ void StoreElem(void* base, DType t, int64_t i, float v) {
   if (t == DType::F32)
@@ -42,85 +36,13 @@ __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, co
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * width;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / width, c = t % width;
-    const int64_t dst = KvRow(kv, seq[r], pos[r]);
+    const int64_t dst = attention::KvRowOf(kv, seq[r], pos[r]);
     if (dst < 0) __trap();  // PrepareWrite was not called: a caller bug, never silent
     if (c < kv.k_width)
       StoreElem(kv.k, kv.type_k, dst * kv.k_width + c, k[r * kv.k_width + c]);
     else
       StoreElem(kv.v, kv.type_v, dst * kv.v_width + (c - kv.k_width),
                 v[r * kv.v_width + (c - kv.k_width)]);
-  }
-}
-
-// Keys whose K and V rows a warp loads together (fewer for wide heads, whose loads fill more
-// registers). The grouping decides only when a key's loads are issued, never how it is folded.
-template <int kDims>
-constexpr int KeysPerLoad() {
-  return kDims <= 8 ? 8 : 4;
-}
-// The whole-query kernel runs two blocks per multiprocessor for heads up to 256 (prefill has
-// queries enough to fill them), so its warps load fewer keys at a time to stay within 128
-// registers; wider heads would spill there and keep one block.
-template <int kDims>
-constexpr int WholeKeysPerLoad() {
-  return kDims <= 8 ? 4 : 2;
-}
-template <int kDims>
-constexpr int WholeBlocksPerSm() {
-  return kDims <= 8 ? 2 : 1;
-}
-// The split of a query's keys, fixed by positions alone: segment s (positions [32 s, 32 s + 32))
-// belongs to block s % kSplitBlocks of the query's (row, head) blocks and, within it, to warp
-// (s / kSplitBlocks) % kSplitWarps. Each warp folds its segments in ascending position, a block
-// merges its warps' states in warp order, and the merge kernel merges the blocks' states in
-// block order. Nothing depends on the rows or heads sharing the launch, or on the context length
-// (blocks and warps without keys hold the empty state and add nothing).
-constexpr int kSplitBlocks = 8;
-constexpr int kSplitWarps = 8;
-constexpr int kSegment = 32;
-
-// One warp's online softmax over keys [a, b] in ascending order: each group's K and V loads are
-// issued together (memory latency paid once per group), then its scores, then the folds, each
-// exactly as one key at a time would compute it.
-template <int kDims, int kKeys>
-__device__ __forceinline__ void FoldKeys(const KvLayerView& kv, int s, int64_t col, int head_dim,
-                                         const float* qv, int a, int b, float& m, float& l,
-                                         float* acc) {
-  const int lane = threadIdx.x % kWarp;
-  for (int t0 = a; t0 <= b; t0 += kKeys) {
-    float kval[kKeys][kDims], vval[kKeys][kDims];
-#pragma unroll
-    for (int j = 0; j < kKeys; ++j) {
-      const int64_t row = KvRow(kv, s, min(t0 + j, b));  // past the end: a repeat, never folded
-      const int64_t kbase = row * kv.k_width + col, vbase = row * kv.v_width + col;
-#pragma unroll
-      for (int i = 0; i < kDims; ++i) {
-        const int d = lane + kWarp * i;
-        kval[j][i] = d < head_dim ? LoadElem(kv.k, kv.type_k, kbase + d) : 0.0f;
-        vval[j][i] = d < head_dim ? LoadElem(kv.v, kv.type_v, vbase + d) : 0.0f;
-      }
-    }
-    float score[kKeys];
-#pragma unroll
-    for (int j = 0; j < kKeys; ++j) {
-      float part = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kDims; ++i)
-        if (lane + kWarp * i < head_dim) part = fmaf(qv[i], kval[j][i], part);
-      score[j] = WarpSum(part);
-    }
-#pragma unroll
-    for (int j = 0; j < kKeys; ++j) {
-      if (t0 + j > b) break;
-      const float m_new = fmaxf(m, score[j]);
-      const float corr = expf(m - m_new);
-      const float pr = expf(score[j] - m_new);
-      l = l * corr + pr;
-#pragma unroll
-      for (int i = 0; i < kDims; ++i)
-        if (lane + kWarp * i < head_dim) acc[i] = acc[i] * corr + pr * vval[j][i];
-      m = m_new;
-    }
   }
 }
 
@@ -131,189 +53,313 @@ __host__ __device__ constexpr int64_t PartialFloats(int head_dim) {
 }
 
 // The one merge of softmax states (a running state with a new one, in a fixed order): every path
-// uses it with explicit roundings, so contraction never differs between kernels. A state with
-// l = 0 (no keys) gets scale 0: merged into a state it changes nothing, merged with another
-// empty one it stays empty.
+// uses it with explicit roundings, so contraction never differs between kernels. Every path
+// skips a state with l = 0 (a split that holds none of the query's keys), so empty splits
+// change nothing, not even a zero's sign.
 struct MergeScales {
   float m, l, run, next;
 };
 __device__ __forceinline__ MergeScales Merge(float m_run, float l_run, float m_next, float l_next) {
   const float m = fmaxf(m_run, m_next);
   const float run = l_run > 0.0f ? expf(m_run - m) : 0.0f;
-  const float next = l_next > 0.0f ? expf(m_next - m) : 0.0f;
+  const float next = expf(m_next - m);
   return {m, __fadd_rn(__fmul_rn(l_run, run), __fmul_rn(l_next, next)), run, next};
 }
 __device__ __forceinline__ float MergeAcc(float acc_run, float acc_next, const MergeScales& s) {
   return __fadd_rn(__fmul_rn(acc_run, s.run), __fmul_rn(acc_next, s.next));
 }
 
-// The fold of slot (split, v) of a query: its segments (those congruent to the slot modulo the
-// kSplitBlocks * kSplitWarps slots) in ascending order, by one warp, from the empty state.
-template <int kDims, int kKeys>
-__device__ __forceinline__ void FoldSlot(const KvLayerView& kv, int s, int64_t col, int head_dim,
-                                         const float* qv, int lo, int last, int slot, float& m,
-                                         float& l, float* acc) {
-  m = -INFINITY, l = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
-  if (last < lo) return;
-  constexpr int kSlots = kSplitBlocks * kSplitWarps;
-  const int seg0 = lo / kSegment;
-  for (int seg = seg0 + ((slot - seg0) % kSlots + kSlots) % kSlots; seg <= last / kSegment;
-       seg += kSlots)
-    FoldKeys<kDims, kKeys>(kv, s, col, head_dim, qv, max(lo, seg * kSegment),
-                           min(last, seg * kSegment + kSegment - 1), m, l, acc);
-}
-
-// What a query (row, head) `rh` needs to fold its slots: sequence, key range, kv column, and
-// this lane's query values.
-struct QueryKeys {
-  int seq, lo, last;
-  int64_t col;
+// The tiles of a launch: tile x = (token group, kv head, head chunk), token group major. A tile
+// holds `tokens` consecutive rows of `heads` query heads of its KV group each (chunk c: heads
+// [c heads, c heads + heads) of the group); M-row i is token i / heads, head i % heads.
+struct TileShape {
+  int n_head, group, heads, chunks, tokens;
 };
-template <int kDims>
-__device__ __forceinline__ QueryKeys LoadQuery(const float* q, int n_head, int group, int head_dim,
-                                               int window, bool include_self, const int32_t* pos,
-                                               const int32_t* seq, int64_t rh, float* qv) {
-  const int64_t r = rh / n_head;
-  const int h = static_cast<int>(rh % n_head);
-  const int lane = threadIdx.x % kWarp;
-  const int p_row = pos[r];
-  const float* qh = q + rh * head_dim;
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) {
-    const int d = lane + kWarp * i;
-    qv[i] = d < head_dim ? qh[d] : 0.0f;
+
+// What the block's threads share about the tile's 16 M-rows (query < 0: no query).
+struct TileRows {
+  int64_t query[attention::kTileRows];
+  int seq[attention::kTileRows], lo[attention::kTileRows], last[attention::kTileRows];
+};
+
+// M-row facts of tile `tile` into shared memory (visible to every thread on return).
+__device__ void LoadRows(const TileShape& ts, int window, bool include_self, const int32_t* pos,
+                         const int32_t* seq, int64_t rows, int64_t tile, TileRows& tr) {
+  const int64_t n_kv = ts.n_head / ts.group;
+  const int chunk = static_cast<int>(tile % ts.chunks);
+  const int kvh = static_cast<int>(tile / ts.chunks % n_kv);
+  const int64_t token0 = tile / ts.chunks / n_kv * ts.tokens;
+  if (threadIdx.x < attention::kTileRows) {
+    const int i = threadIdx.x;
+    const int64_t r = token0 + i / ts.heads;
+    const int hg = chunk * ts.heads + i % ts.heads;
+    const bool ok = i < ts.tokens * ts.heads && r < rows && hg < ts.group;
+    tr.query[i] = ok ? r * ts.n_head + kvh * ts.group + hg : -1;
+    const int p = ok ? pos[r] : 0;
+    tr.seq[i] = ok ? seq[r] : -1;
+    tr.lo[i] = window > 0 ? max(0, p - window + 1) : 0;
+    tr.last[i] = include_self ? p : p - 1;
   }
-  return {seq[r], window > 0 ? max(0, p_row - window + 1) : 0, include_self ? p_row : p_row - 1,
-          static_cast<int64_t>(h / group) * head_dim};
+  __syncthreads();
 }
 
-// The kSplitBlocks split states at p (PartialFloats apart) merged in split order, the
-// accumulator divided by the total sum, into out[0 .. head_dim): thread `tid` of `threads` writes
-// d = tid, tid + threads, ... (each d's arithmetic is the same for any thread count).
-__device__ __forceinline__ void MergeSplits(const float* p, int head_dim, float* out, int tid,
-                                            int threads) {
-  const int64_t stride = PartialFloats(head_dim);
-  MergeScales scales[kSplitBlocks];
-  float m = -INFINITY, l = 0.0f;
-#pragma unroll
-  for (int b = 0; b < kSplitBlocks; ++b) {
-    scales[b] = Merge(m, l, p[b * stride], p[b * stride + 1]);
-    m = scales[b].m, l = scales[b].l;
+// The query tile (zeros past head_dim and for absent rows) and zeros in the K and V tiles'
+// padding (dims the loads never write), visible after the fold's first barrier.
+template <int kDimTiles>
+__device__ void LoadQueries(const float* q, const TileRows& tr, int head_dim, char* smem) {
+  using L = attention::TileLayout<kDimTiles>;
+  float* qs = reinterpret_cast<float*>(smem + L::kQ);
+#pragma unroll 8
+  for (int i = threadIdx.x; i < attention::kTileRows * L::kDims; i += attention::kThreads) {
+    const int row = i / L::kDims, d = i % L::kDims;
+    qs[row * L::kQStride + d] =
+        tr.query[row] >= 0 && d < head_dim ? q[tr.query[row] * head_dim + d] : 0.0f;
   }
-  const float inv = 1.0f / l;
-  for (int d = tid; d < head_dim; d += threads) {
-    float acc = 0.0f;
-#pragma unroll
-    for (int b = 0; b < kSplitBlocks; ++b) acc = MergeAcc(acc, p[b * stride + 2 + d], scales[b]);
-    out[d] = acc * inv;
+  float* ks = reinterpret_cast<float*>(smem + L::kK);
+  float* vs = reinterpret_cast<float*>(smem + L::kV);
+  const int pad = L::kDims - head_dim;
+  for (int i = threadIdx.x; i < attention::kBlockKeys * pad; i += attention::kThreads) {
+    const int key = i / pad, d = head_dim + i % pad;
+    ks[key * L::kKStride + d] = 0.0f;
+    vs[key * L::kVStride + d] = 0.0f;
   }
 }
 
-// Few queries (decode, verify): one block per (query, split), warp v folding slot (split, v); the
-// slots' states are merged in warp order into the split's state for the merge kernel, so a
-// single query's keys spread over kSplitBlocks multiprocessors.
-template <int kDims>
-__global__ void __launch_bounds__(kSplitWarps* kWarp)
-    AttentionSplitKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
-                         int window, bool include_self, const int32_t* pos, const int32_t* seq,
-                         float* partials) {
-  __shared__ float part_m[kSplitWarps], part_l[kSplitWarps];
-  __shared__ float part_acc[kSplitWarps][kDims * kWarp];
-  const int64_t rh = blockIdx.x / kSplitBlocks;
-  const int split = static_cast<int>(blockIdx.x % kSplitBlocks);
+// One pass of a tile: the rows of the first sequence not yet done (every thread computes the
+// same from shared memory). Returns false when every row is done.
+struct Pass {
+  int seq, lo, last;
+  unsigned rows;  // bit i: M-row i belongs to the pass
+};
+__device__ __forceinline__ bool NextPass(const TileRows& tr, unsigned done, Pass& pass) {
+  pass = {-1, 0x7fffffff, -1, 0u};
+  for (int i = 0; i < attention::kTileRows; ++i) {
+    if (tr.query[i] < 0 || (done >> i & 1u)) continue;
+    if (pass.seq < 0) pass.seq = tr.seq[i];
+    if (tr.seq[i] != pass.seq) continue;
+    pass.rows |= 1u << i;
+    pass.lo = min(pass.lo, tr.lo[i]);
+    pass.last = max(pass.last, tr.last[i]);
+  }
+  return pass.seq >= 0;
+}
+
+__device__ __forceinline__ attention::RowPair RowsOf(const TileRows& tr, const Pass& pass) {
+  const int g = threadIdx.x % kWarp / 4;
+  attention::RowPair rp;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int i = g + 8 * r;
+    rp.active[r] = pass.rows >> i & 1u;
+    rp.lo[r] = tr.lo[i], rp.last[r] = tr.last[i];
+  }
+  return rp;
+}
+
+// The dim of accumulator fragment (n, c) of this thread (see attention::FoldState).
+template <int kDimTiles>
+__device__ __forceinline__ int FragmentDim(int n, int c) {
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp;
-  float qv[kDims], acc[kDims], m, l;
-  const QueryKeys k =
-      LoadQuery<kDims>(q, n_head, group, head_dim, window, include_self, pos, seq, rh, qv);
-  FoldSlot<kDims, KeysPerLoad<kDims>()>(kv, k.seq, k.col, head_dim, qv, k.lo, k.last,
-                                        split + kSplitBlocks * w, m, l, acc);
-  if (lane == 0) part_m[w] = m, part_l[w] = l;
+  return 8 * (kDimTiles * w + n) + 2 * (lane % 4) + c;
+}
+
+// Few tiles: block (tile, split) folds the split and writes each row's state for the merge
+// kernel, one query's keys spread over kSplits multiprocessors. A split that holds none of the
+// tile's keys writes empty states without reading anything else.
+template <int kDimTiles>
+__global__ void __launch_bounds__(attention::kThreads)
+    AttentionSplitKernel(const float* q, KvLayerView kv, TileShape ts, int head_dim, int window,
+                         bool include_self, bool vec, const int32_t* pos, const int32_t* seq,
+                         int64_t rows, float* partials) {
+  extern __shared__ __align__(16) char smem[];
+  __shared__ TileRows tr;
+  LoadRows(ts, window, include_self, pos, seq, rows, blockIdx.x, tr);
+  const int split = static_cast<int>(blockIdx.y);
+  bool any_keys = false;
+  for (int i = 0; i < attention::kTileRows; ++i)
+    any_keys |= tr.query[i] >= 0 && attention::SplitHasKeys(split, tr.lo[i], tr.last[i]);
+  if (any_keys) LoadQueries<kDimTiles>(q, tr, head_dim, smem);
+  const int64_t col =
+      static_cast<int64_t>(blockIdx.x / ts.chunks % (ts.n_head / ts.group)) * head_dim;
+  const int g = threadIdx.x % kWarp / 4;
+  Pass pass;
+  attention::FoldState<kDimTiles> st;
+  for (unsigned done = 0; NextPass(tr, done, pass); done |= pass.rows) {
+    const attention::RowPair rp = RowsOf(tr, pass);
+    if (any_keys)
+      attention::FoldSplit<kDimTiles>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
+                                      pass.last, rp, st);
+    else
+      st.Clear();
 #pragma unroll
-  for (int i = 0; i < kDims; ++i) part_acc[w][lane + kWarp * i] = acc[i];
-  __syncthreads();
-  MergeScales scales[kSplitWarps];
-  float m_run = -INFINITY, l_run = 0.0f;
+    for (int r = 0; r < 2; ++r) {
+      if (!rp.active[r]) continue;
+      float* o = partials + (tr.query[g + 8 * r] * kSplits + split) * PartialFloats(head_dim);
+      if (threadIdx.x % 4 == 0 && threadIdx.x < kWarp) o[0] = st.m[r], o[1] = st.l[r];
+      if (st.l[r] == 0.0f) continue;  // the merge skips an empty state's accumulator
 #pragma unroll
-  for (int v = 0; v < kSplitWarps; ++v) {
-    scales[v] = Merge(m_run, l_run, part_m[v], part_l[v]);
-    m_run = scales[v].m, l_run = scales[v].l;
-  }
-  float* o = partials + blockIdx.x * PartialFloats(head_dim);
-  if (threadIdx.x == 0) o[0] = m_run, o[1] = l_run;
-  for (int d = threadIdx.x; d < head_dim; d += kSplitWarps * kWarp) {
-    float sum = 0.0f;
+      for (int n = 0; n < kDimTiles; ++n)
 #pragma unroll
-    for (int v = 0; v < kSplitWarps; ++v) sum = MergeAcc(sum, part_acc[v][d], scales[v]);
-    o[2 + d] = sum;
+        for (int c = 0; c < 2; ++c)
+          if (const int d = FragmentDim<kDimTiles>(n, c); d < head_dim)
+            o[2 + d] = st.o[n][2 * r + c];
+    }
   }
 }
 
-// Many queries (prefill): one block per query, warp x playing split x: it folds the split's
-// slots one after another and merges each into its running state as it finishes (the split
-// kernel's warp-order merge, the same arithmetic), then the block merges the splits. The same
-// bits as the split kernels without kSplitBlocks times the blocks, and every warp busy.
-template <int kDims>
-__global__ void __launch_bounds__(kSplitWarps* kWarp, WholeBlocksPerSm<kDims>())
-    AttentionWholeKernel(const float* q, KvLayerView kv, int n_head, int group, int head_dim,
-                         int window, bool include_self, const int32_t* pos, const int32_t* seq,
-                         float* out) {
-  static_assert(kSplitWarps == kSplitBlocks, "warp x of a whole block plays split x");
-  __shared__ float splits[kSplitBlocks * PartialFloats(kDims * kWarp)];
-  const int lane = threadIdx.x % kWarp, split = threadIdx.x / kWarp;
-  float qv[kDims], acc[kDims], run[kDims], m, l, m_run = -INFINITY, l_run = 0.0f;
-  const QueryKeys k =
-      LoadQuery<kDims>(q, n_head, group, head_dim, window, include_self, pos, seq, blockIdx.x, qv);
+// Many tiles: block `tile` folds the splits one after another and merges each into the rows'
+// running state as it finishes (MergeKernel's arithmetic in the same order), then writes them.
+template <int kDimTiles>
+__global__ void __launch_bounds__(attention::kThreads)
+    AttentionWholeKernel(const float* q, KvLayerView kv, TileShape ts, int head_dim, int window,
+                         bool include_self, bool vec, const int32_t* pos, const int32_t* seq,
+                         int64_t rows, float* out) {
+  using L = attention::TileLayout<kDimTiles>;
+  extern __shared__ __align__(16) char smem[];
+  __shared__ TileRows tr;
+  LoadRows(ts, window, include_self, pos, seq, rows, blockIdx.x, tr);
+  LoadQueries<kDimTiles>(q, tr, head_dim, smem);
+  float* run = reinterpret_cast<float*>(smem + L::kRun);  // each thread its fragments' values
+  const int64_t col =
+      static_cast<int64_t>(blockIdx.x / ts.chunks % (ts.n_head / ts.group)) * head_dim;
+  const int g = threadIdx.x % kWarp / 4;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int i = 0; i < kDims; ++i) run[i] = 0.0f;
-  for (int v = 0; v < kSplitWarps; ++v) {
-    FoldSlot<kDims, WholeKeysPerLoad<kDims>()>(kv, k.seq, k.col, head_dim, qv, k.lo, k.last,
-                                               split + kSplitBlocks * v, m, l, acc);
-    const MergeScales s = Merge(m_run, l_run, m, l);
-    m_run = s.m, l_run = s.l;
+  for (int r = 0; r < 2; ++r)
 #pragma unroll
-    for (int i = 0; i < kDims; ++i) run[i] = MergeAcc(run[i], acc[i], s);
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) run[(g + 8 * r) * L::kDims + FragmentDim<kDimTiles>(n, c)] = 0.0f;
+  Pass pass;
+  attention::FoldState<kDimTiles> st;
+  for (unsigned done = 0; NextPass(tr, done, pass); done |= pass.rows) {
+    const attention::RowPair rp = RowsOf(tr, pass);
+    for (int split = 0; split < kSplits; ++split) {
+      attention::FoldSplit<kDimTiles>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
+                                      pass.last, rp, st);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (!rp.active[r] || st.l[r] == 0.0f) continue;
+        const MergeScales s = Merge(m_run[r], l_run[r], st.m[r], st.l[r]);
+        m_run[r] = s.m, l_run[r] = s.l;
+#pragma unroll
+        for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float& acc = run[(g + 8 * r) * L::kDims + FragmentDim<kDimTiles>(n, c)];
+            acc = MergeAcc(acc, st.o[n][2 * r + c], s);
+          }
+      }
+    }
   }
-  float* o = splits + split * PartialFloats(head_dim);
-  if (lane == 0) o[0] = m_run, o[1] = l_run;
 #pragma unroll
-  for (int i = 0; i < kDims; ++i)
-    if (lane + kWarp * i < head_dim) o[2 + lane + kWarp * i] = run[i];
-  __syncthreads();
-  MergeSplits(splits, head_dim, out + static_cast<int64_t>(blockIdx.x) * head_dim, threadIdx.x,
-              kSplitWarps * kWarp);
+  for (int r = 0; r < 2; ++r) {
+    const int64_t query = tr.query[g + 8 * r];
+    if (query < 0) continue;
+    const float inv = 1.0f / l_run[r];
+#pragma unroll
+    for (int n = 0; n < kDimTiles; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c)
+        if (const int d = FragmentDim<kDimTiles>(n, c); d < head_dim)
+          out[query * head_dim + d] = run[(g + 8 * r) * L::kDims + d] * inv;
+  }
 }
 
-// One block per (row, head): the kSplitBlocks partial states merged in split order.
+// One block per (row, head): the split states (PartialFloats apart) merged in split order, the
+// accumulator divided by the total sum. Thread 0 chains the scales; each dim's arithmetic is the
+// same whatever thread computes it.
 constexpr int kMergeThreads = 128;
 __global__ void __launch_bounds__(kMergeThreads)
     MergeKernel(const float* partials, int head_dim, float* out) {
-  MergeSplits(partials + static_cast<int64_t>(blockIdx.x) * kSplitBlocks * PartialFloats(head_dim),
-              head_dim, out + static_cast<int64_t>(blockIdx.x) * head_dim, threadIdx.x,
-              kMergeThreads);
+  static_assert(kSplits <= kMergeThreads);
+  __shared__ float m_of[kSplits], l_of[kSplits];
+  __shared__ MergeScales scales[kSplits];
+  __shared__ float inv;
+  const int64_t stride = PartialFloats(head_dim);
+  const float* p = partials + static_cast<int64_t>(blockIdx.x) * kSplits * stride;
+  if (threadIdx.x < kSplits) {  // every split's max and sum at once, then the chain
+    m_of[threadIdx.x] = p[threadIdx.x * stride];
+    l_of[threadIdx.x] = p[threadIdx.x * stride + 1];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float m = -INFINITY, l = 0.0f;
+    for (int b = 0; b < kSplits; ++b) {
+      if (l_of[b] == 0.0f) continue;
+      scales[b] = Merge(m, l, m_of[b], l_of[b]);
+      m = scales[b].m, l = scales[b].l;
+    }
+    inv = 1.0f / l;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < head_dim; d += kMergeThreads) {
+    float acc = 0.0f;
+    for (int b = 0; b < kSplits; ++b)
+      if (l_of[b] > 0.0f) acc = MergeAcc(acc, p[b * stride + 2 + d], scales[b]);
+    out[static_cast<int64_t>(blockIdx.x) * head_dim + d] = acc * inv;
+  }
 }
 
-// Queries per launch from which each query takes one block (the splits then fill the GPU).
-constexpr int64_t kWholeFromQueries = 256;
+// Tiles of the whole-tile shape from which a block folds all splits of its tile (the tiles then
+// fill the GPU); fewer take a block per (tile, split). Either way the same bits.
+constexpr int64_t kWholeFromTiles = 256;
 
-template <int kDims>
-void Launch(const float* q, const KvLayerView& kv, int n_head, int group, int head_dim, int window,
-            bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows, float* out,
-            float* partials, cudaStream_t stream) {
-  const int64_t queries = rows * n_head;
-  LS_CUDA_REQUIRE(queries * kSplitBlocks <= 0x7fffffff, "cuda attention: %lld rows",
-                  static_cast<long long>(rows));
-  if (queries >= kWholeFromQueries) {
-    AttentionWholeKernel<kDims><<<static_cast<unsigned>(queries), kSplitWarps * kWarp, 0, stream>>>(
-        q, kv, n_head, group, head_dim, window, include_self, pos, seq, out);
+// A launch's shape: whole (as many tokens a tile as fit in its 16 M-rows) or split (one token a
+// tile), and its number of tiles.
+struct LaunchShape {
+  bool whole;
+  TileShape ts;
+  int64_t tiles;
+};
+LaunchShape ShapeOf(int n_head, int n_head_kv, int64_t rows) {
+  TileShape ts;
+  ts.n_head = n_head;
+  ts.group = n_head / n_head_kv;
+  ts.heads = std::min(ts.group, attention::kTileRows);
+  ts.chunks = CeilDiv(ts.group, ts.heads);
+  const int whole_tokens = attention::kTileRows / ts.heads;
+  const int64_t whole_tiles = CeilDiv(rows, whole_tokens) * n_head_kv * ts.chunks;
+  const bool whole = whole_tiles >= kWholeFromTiles;
+  ts.tokens = whole ? whole_tokens : 1;
+  const int64_t tiles = whole ? whole_tiles : rows * n_head_kv * ts.chunks;
+  LS_CUDA_REQUIRE(tiles <= 0x7fffffff, "cuda attention: %lld rows", static_cast<long long>(rows));
+  return {whole, ts, tiles};
+}
+
+// 16-byte loads need every K and V row, column and head to start on a 16-byte boundary.
+bool VectorLoads(const KvLayerView& kv, int head_dim) {
+  auto aligned = [&](const void* base, DType t, int64_t width) {
+    const int64_t bytes = t == DType::F32 ? 4 : 2;
+    return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (width * bytes) % 16 == 0 &&
+           (head_dim * bytes) % 16 == 0;
+  };
+  return aligned(kv.k, kv.type_k, kv.k_width) && aligned(kv.v, kv.type_v, kv.v_width);
+}
+
+template <int kDimTiles>
+void Launch(const float* q, const KvLayerView& kv, const LaunchShape& shape, int head_dim,
+            int window, bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows,
+            float* out, float* partials, cudaStream_t stream) {
+  using L = attention::TileLayout<kDimTiles>;
+  const bool vec = VectorLoads(kv, head_dim);
+  const auto tiles = static_cast<unsigned>(shape.tiles);
+  if (shape.whole) {
+    LS_CUDA_CHECK(cudaFuncSetAttribute(AttentionWholeKernel<kDimTiles>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(L::kWhole)));
+    AttentionWholeKernel<kDimTiles><<<tiles, attention::kThreads, L::kWhole, stream>>>(
+        q, kv, shape.ts, head_dim, window, include_self, vec, pos, seq, rows, out);
     LS_CUDA_LAUNCHED();
     return;
   }
-  AttentionSplitKernel<kDims>
-      <<<static_cast<unsigned>(queries * kSplitBlocks), kSplitWarps * kWarp, 0, stream>>>(
-          q, kv, n_head, group, head_dim, window, include_self, pos, seq, partials);
+  LS_CUDA_CHECK(cudaFuncSetAttribute(AttentionSplitKernel<kDimTiles>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(L::kFold)));
+  AttentionSplitKernel<kDimTiles><<<dim3(tiles, kSplits), attention::kThreads, L::kFold, stream>>>(
+      q, kv, shape.ts, head_dim, window, include_self, vec, pos, seq, rows, partials);
   LS_CUDA_LAUNCHED();
+  const int64_t queries = rows * shape.ts.n_head;
   MergeKernel<<<static_cast<unsigned>(queries), kMergeThreads, 0, stream>>>(partials, head_dim,
                                                                             out);
   LS_CUDA_LAUNCHED();
@@ -330,10 +376,13 @@ void LaunchKvWrite(const KvLayerView& kv, const float* k, const float* v, const 
   LS_CUDA_LAUNCHED();
 }
 
-size_t AttentionScratchBytes(int64_t rows, int n_head, int head_dim) {
-  if (rows * n_head >= kWholeFromQueries) return 0;  // the whole kernel keeps them in shared memory
-  return static_cast<size_t>(rows * n_head * kSplitBlocks * PartialFloats(head_dim)) *
-         sizeof(float);
+size_t AttentionScratchBytes(int64_t rows, int n_head, int n_head_kv, int head_dim) {
+  if (rows == 0 || ShapeOf(n_head, n_head_kv, rows).whole) return 0;  // states in shared memory
+  return static_cast<size_t>(rows * n_head * kSplits * PartialFloats(head_dim)) * sizeof(float);
+}
+
+bool AttentionFoldsWholeTiles(int64_t rows, int n_head, int n_head_kv) {
+  return ShapeOf(n_head, n_head_kv, rows).whole;
 }
 
 void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_head_kv, int head_dim,
@@ -343,25 +392,24 @@ void LaunchAttention(const float* q, const KvLayerView& kv, int n_head, int n_he
                   "cuda attention: %d heads, %d kv heads, head_dim %d", n_head, n_head_kv,
                   head_dim);
   if (rows == 0) return;
-  const int group = n_head / n_head_kv;
-  const int slots = CeilDiv(head_dim, kWarp);
+  const LaunchShape shape = ShapeOf(n_head, n_head_kv, rows);
+  const int dim_tiles = CeilDiv(head_dim, kWarp);
   float* partials = static_cast<float*>(scratch);
-  if (slots <= 1)
-    Launch<1>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
-              stream);
-  else if (slots <= 2)
-    Launch<2>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
-              stream);
-  else if (slots <= 4)
-    Launch<4>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
-              stream);
-  else if (slots <= 8)
-    Launch<8>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
-              stream);
+  auto launch = [&](auto tiles) {
+    Launch<decltype(tiles)::value>(q, kv, shape, head_dim, window, include_self, pos, seq, rows,
+                                   out, partials, stream);
+  };
+  if (dim_tiles <= 1)
+    launch(std::integral_constant<int, 1>());
+  else if (dim_tiles <= 2)
+    launch(std::integral_constant<int, 2>());
+  else if (dim_tiles <= 4)
+    launch(std::integral_constant<int, 4>());
+  else if (dim_tiles <= 8)
+    launch(std::integral_constant<int, 8>());
   else {
-    LS_CUDA_REQUIRE(slots <= 16, "cuda attention: head_dim %d above 512", head_dim);
-    Launch<16>(q, kv, n_head, group, head_dim, window, include_self, pos, seq, rows, out, partials,
-               stream);
+    LS_CUDA_REQUIRE(dim_tiles <= 16, "cuda attention: head_dim %d above 512", head_dim);
+    launch(std::integral_constant<int, 16>());
   }
 }
 

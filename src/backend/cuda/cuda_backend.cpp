@@ -441,10 +441,11 @@ void CudaBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, 
   CHECK(kv.k && kv.v && q.cols() == static_cast<int64_t>(n_head) * head_dim);
   CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
   CHECK(out->cols() == q.cols() && static_cast<int64_t>(rows.pos.size()) == q.rows());
-  LaunchAttention(q.data(), kv, n_head, n_head_kv, head_dim, window, include_self, rows.pos.data(),
-                  rows.seq.data(), q.rows(), out->data(),
-                  Scratch(kAttnPartials, AttentionScratchBytes(q.rows(), n_head, head_dim)),
-                  S(stream_));
+  LaunchAttention(
+      q.data(), kv, n_head, n_head_kv, head_dim, window, include_self, rows.pos.data(),
+      rows.seq.data(), q.rows(), out->data(),
+      Scratch(kAttnPartials, AttentionScratchBytes(q.rows(), n_head, n_head_kv, head_dim)),
+      S(stream_));
 }
 
 }  // namespace lockstep::backend
