@@ -89,7 +89,7 @@ int Convert(int argc, char** argv) {
       std::fprintf(stderr, "lockstep convert: %s\n", s.c_str());
     };
   }
-  InterruptGuard guard;
+  InterruptGuard guard(InterruptGuard::Scope::kUntilExit);
   opts.cancel = guard.flag();
   const Status s = convert::ConvertHfToGguf(opts);
   // Written or not is decided by the rename alone: an interrupt after it still wrote the file.

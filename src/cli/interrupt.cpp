@@ -13,13 +13,14 @@ void OnInterrupt(int) {
 
 }  // namespace
 
-InterruptGuard::InterruptGuard() {
+InterruptGuard::InterruptGuard(Scope scope) : scope_(scope) {
   g_interrupted.store(false);
   old_int_ = std::signal(SIGINT, OnInterrupt);
   old_term_ = std::signal(SIGTERM, OnInterrupt);
 }
 
 InterruptGuard::~InterruptGuard() {
+  if (scope_ == Scope::kUntilExit) return;
   std::signal(SIGINT, old_int_);
   std::signal(SIGTERM, old_term_);
 }

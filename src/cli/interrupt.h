@@ -12,7 +12,11 @@ namespace lockstep::cli {
 // of process state, lock-free and only ever set by the handler.
 class InterruptGuard {
  public:
-  InterruptGuard();
+  // kUntilExit leaves the handler installed after the guard ends. A command whose exit status
+  // says whether a file was written needs it: a signal between the restore and the process's
+  // exit would otherwise kill it by signal after the rename had already written the file.
+  enum class Scope { kRestoreAfter, kUntilExit };
+  explicit InterruptGuard(Scope scope = Scope::kRestoreAfter);
   ~InterruptGuard();
   InterruptGuard(const InterruptGuard&) = delete;
   InterruptGuard& operator=(const InterruptGuard&) = delete;
@@ -20,6 +24,7 @@ class InterruptGuard {
   bool interrupted() const { return flag()->load(std::memory_order_relaxed); }
 
  private:
+  Scope scope_;
   void (*old_int_)(int) = SIG_DFL;
   void (*old_term_)(int) = SIG_DFL;
 };

@@ -76,7 +76,7 @@ int Quantize(int argc, char** argv) {
                  paths[2].c_str(), quant::ValidMixNames().c_str());
     return 2;
   }
-  InterruptGuard guard;
+  InterruptGuard guard(InterruptGuard::Scope::kUntilExit);
   quant::QuantizeOptions opts;
   opts.threads = threads;
   opts.cancel = guard.flag();
