@@ -28,6 +28,7 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::ConnectLoopback;
+using testing::ExpectedRefusals;
 using testing::RawStatus;
 using testing::ReadResponse;
 using testing::Refusals;
@@ -136,9 +137,7 @@ TEST(ServeBody, LongDeadlineKeepsTheTricklerNegativeControl) {
   EXPECT_EQ(t.Reply(0), "");
   // Nothing was refused, so the count the metrics test expects to be 2 is 0 here.
   const std::string refusals = Refusals(server.port());
-  EXPECT_EQ(refusals,
-            "max_connections=0 max_connections_per_client=0 "
-            "header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals, ExpectedRefusals());
   std::printf(
       "[ serve ] negative control: with --body-timeout 30 the body trickler is open after "
       "2.1 s: %s; /metrics: %s\n",
@@ -151,18 +150,14 @@ TEST(ServeBody, BodyTimeoutsAreCountedInMetrics) {
   if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(1.0));
   ASSERT_EQ(server.Start(), "");
-  EXPECT_EQ(Refusals(server.port()),
-            "max_connections=0 max_connections_per_client=0 "
-            "header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(Refusals(server.port()), ExpectedRefusals());
   Tricklers t(server.port(), 2, kBodyPrefix, 200ms);
   const auto t0 = Clock::now();
   while (t.Open() > 0 && Since(t0) < 5) std::this_thread::sleep_for(10ms);
   ASSERT_EQ(t.Open(), 0);
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(t.Reply(i).rfind("HTTP/1.1 408 ", 0), 0u) << t.Reply(i);
   const std::string refusals = Refusals(server.port());
-  EXPECT_EQ(refusals,
-            "max_connections=0 max_connections_per_client=0 "
-            "header_timeout=0 header_too_large=0 body_timeout=2");
+  EXPECT_EQ(refusals, ExpectedRefusals({{"body_timeout", 2}}));
   std::printf("[ serve ] /metrics after 2 body tricklers got 408: %s\n", refusals.c_str());
 }
 
@@ -249,9 +244,7 @@ TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
   EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 503);
   EXPECT_NE(head.find("Retry-After: 1\r\n"), std::string::npos) << head;
   EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos) << head;
-  EXPECT_EQ(refusals,
-            "max_connections=2 max_connections_per_client=0 "
-            "header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals, ExpectedRefusals({{"max_connections", 2}}));
 }
 
 // Negative control: the same five connections with the default cap (256): the 5th is served.
@@ -261,9 +254,7 @@ TEST(ServeConnections, HighCapServesTheFifthNegativeControl) {
   ASSERT_EQ(server.Start(), "");
   std::string head, refusals;
   EXPECT_EQ(FifthConnectionStatus(server, &head, &refusals), 200);
-  EXPECT_EQ(refusals,
-            "max_connections=0 max_connections_per_client=0 "
-            "header_timeout=0 header_too_large=0 body_timeout=0");
+  EXPECT_EQ(refusals, ExpectedRefusals());
 }
 
 TEST(ServeLimitsCli, HelpShowsTheBodyTimeoutAndConnectionCap) {

@@ -87,7 +87,8 @@ void AddOptions(CLI::App& app, Args& a) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 20))
       ->capture_default_str();
   app.add_option("--max-connections-per-client", a.server.max_connections_per_client,
-                 "client connections open at once from one address (0: no limit); more get 503 "
+                 "client connections open at once from one client: an IPv4 address or an IPv6 /64 "
+                 "(0: no limit); more get 503 "
                  "(Retry-After: 1) and are closed. Behind a reverse proxy all clients share its "
                  "address: raise it or use 0")
       ->check(CLI::Range(size_t{0}, size_t{1} << 20))

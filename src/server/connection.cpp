@@ -1,4 +1,4 @@
-// Client connections: per-address counts, and bounded, stoppable writes for cpp-httplib's request
+// Client connections: per-client counts, and bounded, stoppable writes for cpp-httplib's request
 // handling of requests already received whole.
 #include "server/connection.h"
 
@@ -84,16 +84,6 @@ void PeerCounts::Release(const std::string& peer) {
   const auto it = open_.find(peer);
   CHECK(it != open_.end() && it->second > 0);
   if (--it->second == 0) open_.erase(it);
-}
-
-std::string PeerAddress(int socket) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  std::string ip;
-  int port = 0;
-  if (::getpeername(socket, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    IpAndPort(addr, ip, port);
-  return ip;
 }
 
 Connection::Connection(int socket, size_t requests, std::atomic<size_t>* open, PeerSeat seat)

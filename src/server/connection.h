@@ -1,4 +1,4 @@
-// A client connection of the HTTP server, the per-address count of open connections, and the
+// A client connection of the HTTP server, the per-client count of open connections, and the
 // cpp-httplib Stream a worker serves one whole request through.
 #pragma once
 
@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 class PeerCounts;
 
 // One open connection's place in a PeerCounts (move-only; empty when default-made): given back
-// when it is destroyed, so a connection can never leave its address counted.
+// when it is destroyed, so a connection can never leave its client counted.
 class PeerSeat {
  public:
   PeerSeat() = default;
@@ -35,16 +35,17 @@ class PeerSeat {
   std::string peer_;
 };
 
-// Open connections per client address (--max-connections-per-client). The listener takes a seat
-// for each connection, so checking and counting are one step under the lock; an address whose
-// count drops to 0 is erased, so the map holds only the clients connected now.
+// Open connections per client (--max-connections-per-client), keyed by ClientKey: an IPv4
+// address or an IPv6 /64. The listener takes a seat for each connection, so checking and
+// counting are one step under the lock; a key whose count drops to 0 is erased, so the map holds
+// only the clients connected now.
 class PeerCounts {
  public:
   // A seat for one more connection from `peer`, or none when `limit` (at least 1) connections
   // from it are open already.
   std::optional<PeerSeat> Take(const std::string& peer, size_t limit);
   size_t Open(const std::string& peer) const;
-  size_t Addresses() const;  // addresses with a connection open now (the map's size)
+  size_t Addresses() const;  // clients (keys) with a connection open now (the map's size)
 
  private:
   friend class PeerSeat;
@@ -54,14 +55,10 @@ class PeerCounts {
   std::unordered_map<std::string, size_t> open_;  // guarded by mu_; no entry is 0
 };
 
-// The address of the socket's peer as text ("127.0.0.1", "::1"), or empty if it has none (the
-// client already reset the connection).
-std::string PeerAddress(int socket);
-
 // An accepted socket (owned: shut down and closed on destruction) with the bytes already read
 // from it that no request has consumed yet: the rest of its current request, then the start of
 // the next. While it lives it counts in `*open` (when given), the server's count of open
-// connections (--max-connections), and holds `seat` in the per-address counts.
+// connections (--max-connections), and holds `seat` in the per-client counts.
 struct Connection {
   Connection(int socket, size_t requests, std::atomic<size_t>* open = nullptr, PeerSeat seat = {});
   ~Connection();

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "server/body_scan.h"
+#include "server/client_key.h"
 #include "server/context.h"
 
 namespace lockstep::server {
@@ -144,15 +145,15 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   }
   PeerSeat seat;  // none without a per-client limit: nothing to count
   if (const size_t limit = options_.max_connections_per_client; limit > 0) {
-    const std::string peer = PeerAddress(sock);
-    std::optional<PeerSeat> taken = peers_.Take(peer, limit);
+    const std::string client = PeerClientKey(sock);  // an IPv4 address or an IPv6 /64
+    std::optional<PeerSeat> taken = peers_.Take(client, limit);
     if (!taken) {
       const Connection refused(sock, 0);
       refusals_.Count(LimitRefusal::kMaxConnectionsPerClient);
       Refuse(refused, 503,
              fmt::format("too many open connections from {} (--max-connections-per-client {}); "
                          "retry shortly",
-                         peer, limit));
+                         client, limit));
       return true;
     }
     seat = std::move(*taken);
@@ -265,12 +266,15 @@ bool HttpServer::StartBody(Waiting& w, Clock::time_point now) {
   const Expected<Framing> framing =
       ParseFraming(std::string_view(w.conn->pending).substr(0, w.head_size));
   if (!framing.ok() || framing->kind == Framing::Kind::kUnsupported) {
-    if (framing.ok())
+    if (framing.ok()) {
+      refusals_.Count(LimitRefusal::kUnsupportedTransferEncoding);
       Refuse(*w.conn, 501,
              fmt::format("Transfer-Encoding '{}' is not supported (only chunked)",
                          framing->coding.substr(0, 64)));
-    else
+    } else {
+      refusals_.Count(LimitRefusal::kBadFraming);
       Refuse(*w.conn, 400, framing.status().message());
+    }
     w.conn.reset();
     return false;
   }
@@ -280,7 +284,8 @@ bool HttpServer::StartBody(Waiting& w, Clock::time_point now) {
   w.until = std::min(w.body_until, now + options_.read_timeout);
   if (w.framing.kind == Framing::Kind::kLength && w.framing.length > options_.max_body) {
     // A client waiting for 100 Continue sends no body: httplib answers 413 at once, and the
-    // connection closes after it, as the body may still come and would not be read.
+    // connection closes after it, as the body may still come and would not be read. Not counted
+    // here: httplib's 413 is (server.cpp), as the request may get another answer first (401).
     if (w.framing.expect_continue && w.conn->pending.size() == w.head_size) {
       ToWorker(w, w.head_size, true);
       return false;
@@ -313,11 +318,13 @@ void HttpServer::DecideBody(Waiting& w) {
       ToWorker(w, w.head_size + w.body->wire_size(), false);
       return;
     case BodyState::kTooLarge:
+      refusals_.Count(LimitRefusal::kBodyTooLarge);
       Refuse(*w.conn, 413,
              fmt::format("request body larger than --max-body {} bytes", options_.max_body));
       w.conn.reset();
       return;
     case BodyState::kMalformed:
+      refusals_.Count(LimitRefusal::kMalformedChunkedBody);
       Refuse(*w.conn, 400, "malformed chunked body: " + w.body->error());
       w.conn.reset();
       return;

@@ -25,9 +25,10 @@ struct IntakeOptions {
   Clock::duration write_timeout = std::chrono::seconds(30);
   Clock::duration keep_alive = std::chrono::seconds(5);  // idle wait for a request's first byte
   size_t keep_alive_max = 5;                             // requests per connection
-  size_t max_connections = 256;            // open at once; the listener refuses more with 503
-  size_t max_connections_per_client = 64;  // open at once from one address; 0: no limit
-  size_t max_body = 1 << 20;               // a request body's bytes (decoded, if chunked)
+  size_t max_connections = 256;  // open at once; the listener refuses more with 503
+  size_t max_connections_per_client =
+      64;                     // open at once from one client (IPv4 address, IPv6 /64); 0: no limit
+  size_t max_body = 1 << 20;  // a request body's bytes (decoded, if chunked)
   HeadLimits limits;
 };
 
@@ -46,10 +47,12 @@ struct IntakeOptions {
 // worker, which runs httplib's request handling on the bytes already read and never waits for the
 // client to send; a keep-alive connection goes back to the intake between requests, so waiting
 // clients hold no worker. Connections beyond max_connections open at once, or beyond
-// max_connections_per_client from one address, get 503 from the listener and are closed before
+// max_connections_per_client from one client (ClientKey: an IPv4 address or an IPv6 /64), get
+// 503 from the listener and are closed before
 // they cost a thread or a slot in the intake. All of it (threads, descriptors, connections, the
-// counts) belongs to this object; each refusal at a limit (408, 431, 503) is counted once in
-// `refusals`, which must outlive it.
+// counts) belongs to this object; each refusal of its own (400, 408, 413, 431, 501, 503) is
+// counted once in `refusals`, which must outlive it (httplib's 413 is counted by the server's
+// error handler).
 class HttpServer : public httplib::Server {
  public:
   HttpServer(const IntakeOptions& options, RefusalCounts& refusals);
@@ -70,7 +73,7 @@ class HttpServer : public httplib::Server {
 
   // Runs on the listener thread (the task queue runs it in place): hands `sock` to the intake,
   // or refuses it (503) when max_connections are open, or max_connections_per_client from its
-  // address.
+  // client.
   bool process_and_close_socket(socket_t sock) override;
   void Hand(std::shared_ptr<Connection> conn);
   void IntakeLoop();

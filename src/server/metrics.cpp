@@ -46,10 +46,15 @@ void RenderRefusals(const RefusalCounts& counts, std::string* out) {
        {{"max_connections", LimitRefusal::kMaxConnections},
         {"max_connections_per_client", LimitRefusal::kMaxConnectionsPerClient}}},
       {"lockstep:requests_refused_total",
-       "Requests refused at a transport limit (408, 431) before reaching a route.",
+       "Requests refused by the transport before reaching a route: at a limit (408, 413, 431) "
+       "or for framing it will not read (400, 501).",
        {{"header_timeout", LimitRefusal::kHeaderTimeout},
         {"header_too_large", LimitRefusal::kHeaderTooLarge},
-        {"body_timeout", LimitRefusal::kBodyTimeout}}},
+        {"body_timeout", LimitRefusal::kBodyTimeout},
+        {"body_too_large", LimitRefusal::kBodyTooLarge},
+        {"bad_framing", LimitRefusal::kBadFraming},
+        {"malformed_chunked_body", LimitRefusal::kMalformedChunkedBody},
+        {"unsupported_transfer_encoding", LimitRefusal::kUnsupportedTransferEncoding}}},
   };
   for (const Family& f : families) {
     *out += fmt::format("# HELP {} {}\n# TYPE {} counter\n", f.name, f.help, f.name);

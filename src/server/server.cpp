@@ -75,12 +75,21 @@ void Configure(httplib::Server& http, Context& ctx) {
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [&ctx](const httplib::Request& req, httplib::Response& res) {
         if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        const std::string message =
-            res.status == 404 ? "no route " + req.method + " " + req.path
-            : res.status == 413
-                ? "request body larger than --max-body " + std::to_string(ctx.config.max_body) +
-                      " bytes"
-                : "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+        if (res.status == 413) {
+          // The transport's refusal, counted with the intake's 413 for a chunked body and not
+          // also as a rejection (SendError's count). httplib sends it only for a Content-Length
+          // over --max-body, before any route but after the pre-routing handler, so a request
+          // answered 401 there is not counted as too large; the intake counts none of these (it
+          // cannot know the answer), and this handler runs once per response: once in all.
+          ctx.metrics.refusals().Count(LimitRefusal::kBodyTooLarge);
+          SendJson(ctx, res, 413,
+                   ErrorJson(413, "request body larger than --max-body " +
+                                      std::to_string(ctx.config.max_body) + " bytes"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        const std::string message = res.status == 404 ? "no route " + req.method + " " + req.path
+                                                      : "the request could not be read (HTTP " +
+                                                            std::to_string(res.status) + ")";
         SendError(ctx, res, res.status, message);
         return httplib::Server::HandlerResponse::Handled;
       }));

@@ -26,7 +26,7 @@ struct ServerConfig {
   double header_timeout_s = 10;  // a request's head (request line and headers), first byte to end
   double body_timeout_s = 30;    // a request's body, from the end of its head
   size_t max_connections = 256;  // open at once; more get 503 at once
-  size_t max_connections_per_client = 64;  // open at once from one address; 0: no limit
+  size_t max_connections_per_client = 64;  // open at once from one client (ClientKey); 0: none
   int http_threads = 0;                    // 0: slots + queue + a few for health and metrics
   std::string chat_template;               // empty: the model's own
   RequestDefaults defaults;

@@ -7,8 +7,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <iterator>
 #include <utility>
 
 #include <fmt/format.h>
@@ -62,22 +64,70 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body, std:
   return 0;
 }
 
+namespace {
+
+struct RefusalSeries {
+  const char* family;  // lockstep:{family}_refused_total
+  const char* reason;
+};
+
+constexpr RefusalSeries kRefusalSeries[] = {
+    {"connections", "max_connections"},
+    {"connections", "max_connections_per_client"},
+    {"requests", "header_timeout"},
+    {"requests", "header_too_large"},
+    {"requests", "body_timeout"},
+    {"requests", "body_too_large"},
+    {"requests", "bad_framing"},
+    {"requests", "malformed_chunked_body"},
+    {"requests", "unsupported_transfer_encoding"},
+};
+
+}  // namespace
+
+int64_t MetricValue(const std::string& metrics, const std::string& series) {
+  // Every series line follows a newline: the text starts with a # HELP line.
+  const std::string start = "\n" + series + " ";
+  const size_t at = metrics.find(start);
+  if (at == std::string::npos) return -1;
+  // Counters print as integers or as doubles with an integral value ("3", "3.0").
+  return static_cast<int64_t>(std::strtod(metrics.c_str() + at + start.size(), nullptr));
+}
+
+std::vector<std::string> RefusalReasons() {
+  std::vector<std::string> reasons;
+  for (const RefusalSeries& s : kRefusalSeries) reasons.emplace_back(s.reason);
+  return reasons;
+}
+
+int64_t RefusalCount(const std::string& metrics, const std::string& reason) {
+  for (const RefusalSeries& s : kRefusalSeries)
+    if (reason == s.reason)
+      return MetricValue(
+          metrics, fmt::format("lockstep:{}_refused_total{{reason=\"{}\"}}", s.family, reason));
+  return -1;
+}
+
 std::string RefusalsIn(const std::string& metrics) {
-  const std::pair<const char*, const char*> series[] = {
-      {"connections", "max_connections"}, {"connections", "max_connections_per_client"},
-      {"requests", "header_timeout"},     {"requests", "header_too_large"},
-      {"requests", "body_timeout"},
-  };
   std::string out;
-  for (const auto& [family, reason] : series) {
-    const std::string name =
-        fmt::format("\nlockstep:{}_refused_total{{reason=\"{}\"}} ", family, reason);
-    const size_t at = metrics.find(name);
-    const std::string value =
-        at == std::string::npos
-            ? "-1"
-            : metrics.substr(at + name.size(), metrics.find('\n', at + 1) - at - name.size());
-    out += fmt::format("{}{}={}", out.empty() ? "" : " ", reason, value);
+  for (const RefusalSeries& s : kRefusalSeries)
+    out +=
+        fmt::format("{}{}={}", out.empty() ? "" : " ", s.reason, RefusalCount(metrics, s.reason));
+  return out;
+}
+
+std::string ExpectedRefusals(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  for (const auto& [reason, count] : counts) {
+    const auto known = std::find_if(std::begin(kRefusalSeries), std::end(kRefusalSeries),
+                                    [&](const RefusalSeries& s) { return reason == s.reason; });
+    if (known == std::end(kRefusalSeries)) return fmt::format("unknown reason '{}'", reason);
+  }
+  std::string out;
+  for (const RefusalSeries& s : kRefusalSeries) {
+    int64_t value = 0;
+    for (const auto& [reason, count] : counts)
+      if (reason == s.reason) value += count;
+    out += fmt::format("{}{}={}", out.empty() ? "" : " ", s.reason, value);
   }
   return out;
 }

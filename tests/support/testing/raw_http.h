@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace lockstep::testing {
@@ -24,11 +26,26 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nul
 int RawStatus(int port, const std::string& bytes, std::string* body = nullptr,
               std::string* head = nullptr);
 
-// The server's refusal counters in /metrics text `metrics`, in a fixed order, e.g.
-// "max_connections=0 max_connections_per_client=0 header_timeout=2 header_too_large=0
-// body_timeout=0" (a missing one: -1), so one comparison checks the counted reason and that the
-// others stayed 0.
+// The value of one series of /metrics text `metrics`, named with its labels as it is printed
+// (`lockstep:requests_total`, `lockstep:requests_refused_total{reason="bad_framing"}`); -1 if
+// it has no such series.
+int64_t MetricValue(const std::string& metrics, const std::string& series);
+
+// Every reason the server counts refusals under, in a fixed order: the listener's
+// (lockstep:connections_refused_total), then those refused before a route
+// (lockstep:requests_refused_total).
+std::vector<std::string> RefusalReasons();
+// The count of refusal `reason` in /metrics text `metrics`, read from its own family; -1 when
+// the text has no such series or `reason` is none of RefusalReasons().
+int64_t RefusalCount(const std::string& metrics, const std::string& reason);
+
+// Every refusal counter in /metrics text `metrics`, in RefusalReasons() order, e.g.
+// "max_connections=0 max_connections_per_client=0 header_timeout=2 ..." (a missing one: -1), so
+// one comparison checks the counted reason and that the others stayed 0.
 std::string RefusalsIn(const std::string& metrics);
+// The RefusalsIn text of a server that refused exactly `counts` (reason, count), every other
+// reason 0. An unknown reason gives "unknown reason 'NAME'", which no RefusalsIn text equals.
+std::string ExpectedRefusals(const std::vector<std::pair<std::string, int64_t>>& counts = {});
 // GET /metrics on a fresh connection, as RefusalsIn ("no metrics" if it failed).
 std::string Refusals(int port);
 
