@@ -409,11 +409,12 @@ TEST_F(CudaOps, AttentionSplitsLongContextsInvariantly) {
   CheckAttention(*gpu_, cpu_, n_pos, 1500, asked, shape, 72);
 }
 
-// Gemma 4's head shapes and others: 512 dims with 8 query heads per KV head, 256 with 2, an odd
-// width (80: no 16-byte loads) with 16 heads per KV head, and 20 heads per KV head (two tiles of
-// one token), over every cache type. 540 asked rows take the whole-tile kernel, 40 of them alone
-// the split kernel. The asked rows mix both sequences and far-apart positions, so tiles hold
-// rows of two sequences.
+// Gemma 4's head shapes and others: 512 dims with 8 query heads per KV head, 256 with 2, a width
+// padded to the next tile width (80 of 128) with 16 heads per KV head, 20 heads per KV head (two
+// tiles of one token), and 36 dims, whose F16 rows are not 16-byte aligned (every load one value
+// at a time; its F32 rows are), over every cache type. 540 asked rows take the whole-tile kernel,
+// 40 of them alone the split kernel. The asked rows mix both sequences and far-apart positions, so
+// tiles hold rows of two sequences.
 TEST_F(CudaOps, AttentionTilesEveryHeadShape) {
   const int n_pos = 300;
   std::vector<int64_t> asked = {1,   2,         31,        32,         33,
@@ -424,7 +425,8 @@ TEST_F(CudaOps, AttentionTilesEveryHeadShape) {
   for (const AttentionShape& shape : {AttentionShape{8, 1, 512, {DType::F32, DType::BF16}},
                                       AttentionShape{8, 4, 256, {DType::F16}},
                                       AttentionShape{16, 1, 80, {DType::F32, DType::F16}},
-                                      AttentionShape{20, 1, 32, {DType::BF16}}}) {
+                                      AttentionShape{20, 1, 32, {DType::BF16}},
+                                      AttentionShape{8, 4, 36, {DType::F16, DType::F32}}}) {
     SCOPED_TRACE(std::to_string(shape.n_head) + " heads, " + std::to_string(shape.n_head_kv) +
                  " kv heads, " + std::to_string(shape.head_dim) + " dims");
     ExpectBothLaunchKinds(asked.size(), shape);

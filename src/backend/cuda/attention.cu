@@ -104,16 +104,30 @@ __device__ void LoadRows(const TileShape& ts, int window, bool include_self, con
 }
 
 // The query tile (zeros past head_dim and for absent rows) and zeros in the K and V tiles'
-// padding (dims the loads never write), visible after the fold's first barrier.
+// padding (dims the loads never write), visible after the fold's first barrier. With `vec`
+// (q 16-byte aligned, head_dim a multiple of 4) four dims a load.
 template <int kDimTiles>
-__device__ void LoadQueries(const float* q, const TileRows& tr, int head_dim, char* smem) {
+__device__ void LoadQueries(const float* q, const TileRows& tr, int head_dim, bool vec,
+                            char* smem) {
   using L = attention::TileLayout<kDimTiles>;
   float* qs = reinterpret_cast<float*>(smem + L::kQ);
+  if (vec) {
+    constexpr int kQuads = L::kDims / 4;
+#pragma unroll
+    for (int i = threadIdx.x; i < attention::kTileRows * kQuads; i += attention::kThreads) {
+      const int row = i / kQuads, d = i % kQuads * 4;
+      const int64_t query = tr.query[row];
+      *reinterpret_cast<float4*>(qs + row * L::kQStride + d) =
+          query >= 0 && d < head_dim ? *reinterpret_cast<const float4*>(q + query * head_dim + d)
+                                     : float4{};
+    }
+  } else {
 #pragma unroll 8
-  for (int i = threadIdx.x; i < attention::kTileRows * L::kDims; i += attention::kThreads) {
-    const int row = i / L::kDims, d = i % L::kDims;
-    qs[row * L::kQStride + d] =
-        tr.query[row] >= 0 && d < head_dim ? q[tr.query[row] * head_dim + d] : 0.0f;
+    for (int i = threadIdx.x; i < attention::kTileRows * L::kDims; i += attention::kThreads) {
+      const int row = i / L::kDims, d = i % L::kDims;
+      qs[row * L::kQStride + d] =
+          tr.query[row] >= 0 && d < head_dim ? q[tr.query[row] * head_dim + d] : 0.0f;
+    }
   }
   float* ks = reinterpret_cast<float*>(smem + L::kK);
   float* vs = reinterpret_cast<float*>(smem + L::kV);
@@ -178,7 +192,7 @@ __global__ void __launch_bounds__(attention::kThreads)
   bool any_keys = false;
   for (int i = 0; i < attention::kTileRows; ++i)
     any_keys |= tr.query[i] >= 0 && attention::SplitHasKeys(split, tr.lo[i], tr.last[i]);
-  if (any_keys) LoadQueries<kDimTiles>(q, tr, head_dim, smem);
+  if (any_keys) LoadQueries<kDimTiles>(q, tr, head_dim, vec, smem);
   const int64_t col =
       static_cast<int64_t>(blockIdx.x / ts.chunks % (ts.n_head / ts.group)) * head_dim;
   const int g = threadIdx.x % kWarp / 4;
@@ -218,7 +232,7 @@ __global__ void __launch_bounds__(attention::kThreads)
   extern __shared__ __align__(16) char smem[];
   __shared__ TileRows tr;
   LoadRows(ts, window, include_self, pos, seq, rows, blockIdx.x, tr);
-  LoadQueries<kDimTiles>(q, tr, head_dim, smem);
+  LoadQueries<kDimTiles>(q, tr, head_dim, vec, smem);
   float* run = reinterpret_cast<float*>(smem + L::kRun);  // each thread its fragments' values
   const int64_t col =
       static_cast<int64_t>(blockIdx.x / ts.chunks % (ts.n_head / ts.group)) * head_dim;
@@ -327,14 +341,16 @@ LaunchShape ShapeOf(int n_head, int n_head_kv, int64_t rows) {
   return {whole, ts, tiles};
 }
 
-// 16-byte loads need every K and V row, column and head to start on a 16-byte boundary.
-bool VectorLoads(const KvLayerView& kv, int head_dim) {
+// 16-byte loads need every query row and every K and V row, column and head to start on a
+// 16-byte boundary (aligned K and V heads make head_dim a multiple of 4, as query rows need).
+bool VectorLoads(const float* q, const KvLayerView& kv, int head_dim) {
   auto aligned = [&](const void* base, DType t, int64_t width) {
     const int64_t bytes = t == DType::F32 ? 4 : 2;
     return reinterpret_cast<uintptr_t>(base) % 16 == 0 && (width * bytes) % 16 == 0 &&
            (head_dim * bytes) % 16 == 0;
   };
-  return aligned(kv.k, kv.type_k, kv.k_width) && aligned(kv.v, kv.type_v, kv.v_width);
+  return aligned(q, DType::F32, head_dim) && aligned(kv.k, kv.type_k, kv.k_width) &&
+         aligned(kv.v, kv.type_v, kv.v_width);
 }
 
 template <int kDimTiles>
@@ -342,7 +358,7 @@ void Launch(const float* q, const KvLayerView& kv, const LaunchShape& shape, int
             int window, bool include_self, const int32_t* pos, const int32_t* seq, int64_t rows,
             float* out, float* partials, cudaStream_t stream) {
   using L = attention::TileLayout<kDimTiles>;
-  const bool vec = VectorLoads(kv, head_dim);
+  const bool vec = VectorLoads(q, kv, head_dim);
   const auto tiles = static_cast<unsigned>(shape.tiles);
   if (shape.whole) {
     LS_CUDA_CHECK(cudaFuncSetAttribute(AttentionWholeKernel<kDimTiles>,

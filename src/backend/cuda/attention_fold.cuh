@@ -118,41 +118,38 @@ __device__ __forceinline__ float Widen(__nv_bfloat16 x) {
   return __bfloat162float(x);
 }
 
-// Rows [32 b, 32 b + 32) of one cache half (K or V, element type T, `width` per row), head
-// columns [col, col + head_dim), widened into `dst` (stride floats a key; dims past head_dim are
-// left as they are). `key_rows` holds each key's storage row, -1 for keys outside [lo, last] or
-// without storage: their scores are masked, and zero values add nothing. `vec`: rows, columns
-// and widths are 16-byte aligned; then each thread issues up to 8 loads before it stores any.
+// Loading rows [32 b, 32 b + 32) of one cache half (K or V, element type T, `width` per row),
+// head columns [col, col + head_dim), widened into a tile (stride floats a key; dims past
+// head_dim are left as they are). `key_rows` holds each key's storage row, -1 for keys outside
+// [lo, last] or without storage: their scores are masked, and zero values add nothing. When
+// rows, columns and widths are 16-byte aligned each thread fetches a batch of up to 8 16-byte
+// words before it stores any, so the loads of a batch (of both halves, where they share a type)
+// are in flight together.
 template <typename T, int kDims>
-__device__ __forceinline__ void LoadHalf(const void* src, int64_t width, const int64_t* key_rows,
-                                         int64_t col, int head_dim, bool vec, float* dst,
-                                         int stride) {
-  const T* base = static_cast<const T*>(src) + col;
-  if (!vec) {
-    for (int i = threadIdx.x; i < kBlockKeys * head_dim; i += kThreads) {
-      const int key = i / head_dim, c = i % head_dim;
-      const int64_t row = key_rows[key];
-      dst[key * stride + c] = row >= 0 ? Widen(base[row * width + c]) : 0.0f;
-    }
-    return;
-  }
-  constexpr int kPer = 16 / static_cast<int>(sizeof(T));  // values a 16-byte load brings
-  constexpr int kChunks = kDims / kPer;                   // loads a key's padded dims take
-  constexpr int kPerThread = kBlockKeys * kChunks / kThreads;
-  constexpr int kBatch = kPerThread < 8 ? kPerThread : 8;
+struct HalfLoad {
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(T));  // values a 16-byte load brings
+  static constexpr int kChunks = kDims / kPer;                   // loads a key's padded dims take
+  static constexpr int kPerThread = kBlockKeys * kChunks / kThreads;
+  static constexpr int kBatch = kPerThread < 8 ? kPerThread : 8;
   static_assert(kPerThread * kThreads == kBlockKeys * kChunks && kPerThread % kBatch == 0);
-#pragma unroll
-  for (int j0 = 0; j0 < kPerThread; j0 += kBatch) {
-    uint4 raw[kBatch];
-    bool have[kBatch];
+
+  const T* base;
+  int64_t width;
+  uint4 raw[kBatch];
+
+  __device__ HalfLoad(const void* src, int64_t w, int64_t col)
+      : base(static_cast<const T*>(src) + col), width(w) {}
+
+  __device__ __forceinline__ void Fetch(const int64_t* key_rows, int head_dim, int j0) {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int i = (j0 + u) * kThreads + static_cast<int>(threadIdx.x);
       const int key = i / kChunks, c = i % kChunks * kPer;
       const int64_t row = c < head_dim ? key_rows[key] : -1;
-      have[u] = row >= 0;
-      raw[u] = have[u] ? *reinterpret_cast<const uint4*>(base + row * width + c) : uint4{};
+      raw[u] = row >= 0 ? *reinterpret_cast<const uint4*>(base + row * width + c) : uint4{};
     }
+  }
+  __device__ __forceinline__ void Store(int head_dim, int j0, float* dst, int stride) const {
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int i = (j0 + u) * kThreads + static_cast<int>(threadIdx.x);
@@ -166,6 +163,64 @@ __device__ __forceinline__ void LoadHalf(const void* src, int64_t width, const i
             make_float4(Widen(vals[e]), Widen(vals[e + 1]), Widen(vals[e + 2]), Widen(vals[e + 3]));
     }
   }
+  // The unaligned path: one value at a time.
+  __device__ void LoadScalar(const int64_t* key_rows, int head_dim, float* dst, int stride) const {
+    for (int i = threadIdx.x; i < kBlockKeys * head_dim; i += kThreads) {
+      const int key = i / head_dim, c = i % head_dim;
+      const int64_t row = key_rows[key];
+      dst[key * stride + c] = row >= 0 ? Widen(base[row * width + c]) : 0.0f;
+    }
+  }
+};
+
+template <typename T, int kDims>
+__device__ __forceinline__ void LoadHalf(const void* src, int64_t width, const int64_t* key_rows,
+                                         int64_t col, int head_dim, bool vec, float* dst,
+                                         int stride) {
+  HalfLoad<T, kDims> h(src, width, col);
+  if (!vec) return h.LoadScalar(key_rows, head_dim, dst, stride);
+#pragma unroll
+  for (int j0 = 0; j0 < h.kPerThread; j0 += h.kBatch) {
+    h.Fetch(key_rows, head_dim, j0);
+    h.Store(head_dim, j0, dst, stride);
+  }
+}
+
+// Both halves of one element type, each batch's K and V loads issued together.
+template <typename T, int kDimTiles>
+__device__ __forceinline__ void LoadPair(const KvLayerView& kv, const int64_t* key_rows,
+                                         int64_t col, int head_dim, bool vec, char* smem) {
+  using L = TileLayout<kDimTiles>;
+  float* ks = reinterpret_cast<float*>(smem + L::kK);
+  float* vs = reinterpret_cast<float*>(smem + L::kV);
+  HalfLoad<T, L::kDims> k(kv.k, kv.k_width, col), v(kv.v, kv.v_width, col);
+  if (!vec) {
+    k.LoadScalar(key_rows, head_dim, ks, L::kKStride);
+    v.LoadScalar(key_rows, head_dim, vs, L::kVStride);
+    return;
+  }
+#pragma unroll
+  for (int j0 = 0; j0 < k.kPerThread; j0 += k.kBatch) {
+    k.Fetch(key_rows, head_dim, j0);
+    v.Fetch(key_rows, head_dim, j0);
+    k.Store(head_dim, j0, ks, L::kKStride);
+    v.Store(head_dim, j0, vs, L::kVStride);
+  }
+}
+
+// One half whose element type differs from the other half's.
+template <int kDims>
+__device__ __forceinline__ void LoadHalfOf(DType type, const void* src, int64_t width,
+                                           const int64_t* key_rows, int64_t col, int head_dim,
+                                           bool vec, float* dst, int stride) {
+  switch (type) {
+    case DType::F16:
+      return LoadHalf<__half, kDims>(src, width, key_rows, col, head_dim, vec, dst, stride);
+    case DType::BF16:
+      return LoadHalf<__nv_bfloat16, kDims>(src, width, key_rows, col, head_dim, vec, dst, stride);
+    default:
+      return LoadHalf<float, kDims>(src, width, key_rows, col, head_dim, vec, dst, stride);
+  }
 }
 
 // Keys [32 b, 32 b + 32) of one sequence (storage rows in key_rows) into the K and V tiles.
@@ -173,30 +228,20 @@ template <int kDimTiles>
 __device__ __forceinline__ void LoadBlock(const KvLayerView& kv, const int64_t* key_rows,
                                           int64_t col, int head_dim, bool vec, char* smem) {
   using L = TileLayout<kDimTiles>;
-  float* ks = reinterpret_cast<float*>(smem + L::kK);
-  float* vs = reinterpret_cast<float*>(smem + L::kV);
-  switch (kv.type_k) {
-    case DType::F16:
-      LoadHalf<__half, L::kDims>(kv.k, kv.k_width, key_rows, col, head_dim, vec, ks, L::kKStride);
-      break;
-    case DType::BF16:
-      LoadHalf<__nv_bfloat16, L::kDims>(kv.k, kv.k_width, key_rows, col, head_dim, vec, ks,
-                                        L::kKStride);
-      break;
-    default:
-      LoadHalf<float, L::kDims>(kv.k, kv.k_width, key_rows, col, head_dim, vec, ks, L::kKStride);
+  if (kv.type_k == kv.type_v) {
+    switch (kv.type_k) {
+      case DType::F16:
+        return LoadPair<__half, kDimTiles>(kv, key_rows, col, head_dim, vec, smem);
+      case DType::BF16:
+        return LoadPair<__nv_bfloat16, kDimTiles>(kv, key_rows, col, head_dim, vec, smem);
+      default:
+        return LoadPair<float, kDimTiles>(kv, key_rows, col, head_dim, vec, smem);
+    }
   }
-  switch (kv.type_v) {
-    case DType::F16:
-      LoadHalf<__half, L::kDims>(kv.v, kv.v_width, key_rows, col, head_dim, vec, vs, L::kVStride);
-      break;
-    case DType::BF16:
-      LoadHalf<__nv_bfloat16, L::kDims>(kv.v, kv.v_width, key_rows, col, head_dim, vec, vs,
-                                        L::kVStride);
-      break;
-    default:
-      LoadHalf<float, L::kDims>(kv.v, kv.v_width, key_rows, col, head_dim, vec, vs, L::kVStride);
-  }
+  LoadHalfOf<L::kDims>(kv.type_k, kv.k, kv.k_width, key_rows, col, head_dim, vec,
+                       reinterpret_cast<float*>(smem + L::kK), L::kKStride);
+  LoadHalfOf<L::kDims>(kv.type_v, kv.v, kv.v_width, key_rows, col, head_dim, vec,
+                       reinterpret_cast<float*>(smem + L::kV), L::kVStride);
 }
 
 // Scores of warp w's 8 keys for the tile's 16 rows: s[2 r + c] is row g + 8 r, key 8 w + 2 t + c.
