@@ -114,11 +114,37 @@ TEST(QuantInvariance, BackendMatMulsEqualOneRowAtATimeUpTo300Rows) {
         for (const backend::Tensor* got : {&y, &y1, &y2}) {
           std::vector<float> h;
           be.ToHost(*got, &h);
-          EXPECT_TRUE(SameBytes(h, want))
-              << Name(t) << " threads=" << threads << " rows=" << rows
-              << (got == &y ? " MatMul" : " MatMuls");
+          EXPECT_TRUE(SameBytes(h, want)) << Name(t) << " threads=" << threads << " rows=" << rows
+                                          << (got == &y ? " MatMul" : " MatMuls");
         }
       }
+    }
+  }
+}
+
+// A weight matrix too large to stay in cache (over 8 MiB: the backend then walks one weight row a
+// call instead of four) against one row at a time, at decode's one row and a few rows.
+TEST(QuantInvariance, StreamedWeightMatricesEqualOneRowAtATime) {
+  constexpr int64_t kN = 2048;
+  for (DType t : {DType::Q8_0, DType::Q6_K}) {
+    // Just over 8 MiB, and an odd column count (not a multiple of the four-row groups).
+    const int64_t kCols = (static_cast<int64_t>((size_t{8} << 20) / RowBytes(t, kN)) + 2) | 1;
+    std::vector<uint8_t> wbytes(RowBytes(t, kN) * kCols);
+    const auto wf = testing::GaussianRow(kCols * kN, 23);
+    for (int64_t j = 0; j < kCols; ++j)
+      QuantizeRow(t, wf.data() + j * kN, wbytes.data() + j * RowBytes(t, kN), kN);
+    ASSERT_GT(wbytes.size(), size_t{8} << 20) << Name(t);
+    const backend::Weight w = testing::HostWeight(t, kN, kCols, wbytes);
+    backend::CpuBackend be(2);
+    for (int64_t rows : {1, 5}) {
+      const auto xh = testing::GaussianRow(rows * kN, static_cast<uint32_t>(41 + rows));
+      backend::Tensor x = be.NewTensor(rows, kN), y = be.NewTensor(rows, kCols);
+      be.FromHost(xh, &x);
+      be.MatMul(w, x, &y);
+      std::vector<float> h;
+      be.ToHost(y, &h);
+      EXPECT_TRUE(SameBytes(h, testing::MatMulRowByRow(be, w, xh, rows, kN)))
+          << Name(t) << " rows=" << rows;
     }
   }
 }
