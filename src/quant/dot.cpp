@@ -125,7 +125,9 @@ Isa IsaCap() {
 
 }  // namespace
 
-bool CpuHasIsa(Isa isa) { return isa <= IsaCap() && CpuSupports(isa); }
+bool CpuHasIsa(Isa isa) {
+  return isa <= IsaCap() && CpuSupports(isa);
+}
 
 Isa CpuIsa() {
   static const Isa best = CpuHasIsa(Isa::kAvx512) ? Isa::kAvx512
@@ -212,6 +214,10 @@ float DotRow(const void* w_row, const PreparedRow& x) {
   float out;
   RunCols(k, &w_row, 1, x, &out);
   return out;
+}
+
+int StreamedDotCols() {
+  return CpuIsa() == Isa::kAvx512 ? 1 : kMaxDotCols;
 }
 
 void DotCols(const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {

@@ -42,6 +42,10 @@ inline constexpr int kMaxDotCols = 4;
 // out[c] = DotRow(w_rows[c], x) for c < n_cols (1..kMaxDotCols), bit for bit: the rows only
 // share activation loads and keep several independent chains in flight.
 void DotCols(const void* const* w_rows, int n_cols, const PreparedRow& x, float* out);
+// How many weight rows a DotCols call should take when the weights stream from memory (a matrix
+// too large for the caches) at this CPU's level: the AVX-512 kernels read DRAM about twice as
+// fast one row at a time, the AVX2 ones as fast four at a time. Only speed depends on it.
+int StreamedDotCols();
 
 // Instruction-set levels of the dot kernels, lowest first. Every level reproduces the portable
 // kernels bit for bit; DotRow/DotCols use the best level the CPU has (chosen at run time).

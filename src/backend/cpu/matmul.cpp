@@ -134,11 +134,12 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
   }
   // A few weight rows at a time against each prepared row: the weight rows stay in cache
   // across the batch and several dot chains run at once. A matrix too large to stay in cache
-  // streams from memory, which one weight row at a time reads far faster (matvec_bench, K 2048,
-  // 2 Zen 4 threads, AVX-512: Q4_K 20.7 -> 28.0 GB/s, Q6_K 19.6 -> 37.8, Q8_0 23.9 -> 45.7),
-  // while in-cache matrices run faster four at a time. Either way the same bits.
-  const int64_t group =
-      w.row_bytes * static_cast<size_t>(n_out) > kStreamedWeightBytes ? 1 : quant::kMaxDotCols;
+  // streams from memory, which some levels read faster in fewer rows a call (matvec_bench, K
+  // 2048, 2 Zen 4 threads, AVX-512 one row a call: Q4_K 20.7 -> 28.0 GB/s, Q6_K 19.6 -> 37.8,
+  // Q8_0 23.9 -> 45.7), while in-cache matrices run faster four at a time. The same bits.
+  const int64_t group = w.row_bytes * static_cast<size_t>(n_out) > kStreamedWeightBytes
+                            ? quant::StreamedDotCols()
+                            : quant::kMaxDotCols;
   const void* ws[quant::kMaxDotCols];
   float out[quant::kMaxDotCols];
   for (int64_t j0 = b * kBlock; j0 < j_end; j0 += group) {
