@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +28,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using testing::ConnectLoopback;
 using testing::ExpectedRefusals;
+using testing::RawPost;
 using testing::RawStatus;
 using testing::ReadResponse;
 using testing::Refusals;
@@ -43,32 +43,15 @@ const std::string kBodyHead =
     "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
     "Content-Length: 1000\r\n\r\n{\"prompt\": \"";
 
-std::string ModelPath() {
-  return fmt::format("{}/models/lockstep-code-target.gguf", LOCKSTEP_SOURCE_DIR);
-}
-
-bool SkipWithoutModel() {
-  return !std::filesystem::exists(ModelPath());
-}
-
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 testing::ServeSetup ServerSetup(double body_timeout_s, size_t per_client = 64) {
-  testing::ServeSetup s;
-  s.model = ModelPath();
-  s.parallel = 1;
-  s.ctx = 512;
-  s.config.max_queue = 1;
+  testing::ServeSetup s = testing::OneSlotSetup();
   s.config.body_timeout_s = body_timeout_s;
   s.config.max_connections_per_client = per_client;
   return s;
-}
-
-std::string Post(const std::string& route, const std::string& body, const std::string& extra = "") {
-  return fmt::format("POST {} HTTP/1.1\r\nHost: x\r\n{}Content-Length: {}\r\n\r\n{}", route, extra,
-                     body.size(), body);
 }
 
 // Sends `bytes` on a fresh connection and returns everything the server sends until it closes
@@ -99,7 +82,7 @@ size_t Count(const std::string& text, const std::string& what) {
 // More body tricklers than workers, with --body-timeout 30: when workers read bodies, each held
 // one until the deadline and /health waited 30 s behind them; now it answers within 1 s.
 TEST(ServeIntake, BodyTricklersBeyondTheWorkersStarveNoRoute) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(30));
   ASSERT_EQ(server.Start(), "");
   Tricklers t(server.port(), kWorkers + 4, kBodyHead, 200ms);
@@ -116,7 +99,7 @@ TEST(ServeIntake, BodyTricklersBeyondTheWorkersStarveNoRoute) {
   const std::string completion =
       R"({"prompt": "def add(a, b):", "n_predict": 2, "temperature": 0})";
   std::string body;
-  EXPECT_EQ(RawStatus(server.port(), Post("/completion", completion), &body), 200) << body;
+  EXPECT_EQ(RawStatus(server.port(), RawPost("/completion", completion), &body), 200) << body;
   EXPECT_EQ(t.Open(), kWorkers + 4);  // all still connected, none answered
   for (int i = 0; i < kWorkers + 4; ++i) EXPECT_EQ(t.Reply(i), "") << i;
   EXPECT_EQ(Refusals(server.port()), kNothingRefused);
@@ -125,7 +108,7 @@ TEST(ServeIntake, BodyTricklersBeyondTheWorkersStarveNoRoute) {
 // The same tricklers with --body-timeout 1: every one gets 408 at the deadline (each measured
 // from its own head's end, none waiting for a worker first), counted once each.
 TEST(ServeIntake, BodyTricklersBeyondTheWorkersGet408AtTheDeadline) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(1.0));
   ASSERT_EQ(server.Start(), "");
   constexpr int kTricklers = kWorkers + 4;
@@ -155,7 +138,7 @@ TEST(ServeIntake, BodyTricklersBeyondTheWorkersGet408AtTheDeadline) {
 // A client that asks for 100 Continue gets exactly one, before it sends its body (httplib's own
 // second one is not sent); an oversized one gets 413 at once instead and the connection closes.
 TEST(ServeIntake, ExpectContinueGetsOneInterimResponse) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(5));
   ASSERT_EQ(server.Start(), "");
   const std::string body = R"({"content": "hello"})";
@@ -183,14 +166,14 @@ TEST(ServeIntake, ExpectContinueGetsOneInterimResponse) {
 // pipelined requests, a GET's body (httplib reads none), an oversized body (received, dropped,
 // 413), and chunked bodies are each followed by a request that is answered.
 TEST(ServeIntake, RequestsEndWhereTheirFramingSays) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(5));
   ASSERT_EQ(server.Start(), "");
-  const std::string tokenize = Post("/tokenize", R"({"content": "hi"})");
+  const std::string tokenize = RawPost("/tokenize", R"({"content": "hi"})");
   const std::string last = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   const std::string get_with_body =
       "GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nxxxxx";
-  const std::string oversized = Post("/tokenize", std::string(1200000, ' '));
+  const std::string oversized = RawPost("/tokenize", std::string(1200000, ' '));
   const std::string chunked =
       "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
       "5;ext=1\r\n{\"con\r\n11\r\ntent\": \"chunked\"}\r\n0\r\n\r\n";
@@ -215,7 +198,7 @@ TEST(ServeIntake, RequestsEndWhereTheirFramingSays) {
 // Framing the intake and httplib could read differently is refused before any route, as is a
 // chunked body over --max-body (which httplib 0.11 did not limit).
 TEST(ServeIntake, AmbiguousFramingIsRefused) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(5));
   ASSERT_EQ(server.Start(), "");
   const std::string te = "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: ";
@@ -270,7 +253,7 @@ int OneBeyond(int port, int limit, std::string* head, std::string* body, std::st
 }
 
 TEST(ServeClientCap, ConnectionBeyondTheLimitFromOneAddressGets503) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(30, 3));
   ASSERT_EQ(server.Start(), "");
   std::string head, body, refusals;
@@ -288,7 +271,7 @@ TEST(ServeClientCap, ConnectionBeyondTheLimitFromOneAddressGets503) {
 
 // Negative control: without a limit (0) the same 4th connection is served and nothing counted.
 TEST(ServeClientCap, NoLimitServesTheFourthNegativeControl) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup(30, 0));
   ASSERT_EQ(server.Start(), "");
   std::string head, body, refusals;
@@ -300,7 +283,7 @@ TEST(ServeClientCap, NoLimitServesTheFourthNegativeControl) {
 // one connection and its second is refused, the message naming the client. The IPv4 client
 // arrives as ::ffff:127.0.0.1 and is keyed (and named) as plain 127.0.0.1.
 TEST(ServeClientCap, EachAddressIsCountedApartIpv4AndIpv6) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::ServeSetup s = ServerSetup(30, 1);
   s.config.host = "::";
   testing::InProcessServer server(s);

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,10 +34,6 @@ using testing::Refusals;
 using testing::RefusalsIn;
 using testing::Tricklers;
 
-std::string ModelPath() {
-  return fmt::format("{}/models/lockstep-code-target.gguf", LOCKSTEP_SOURCE_DIR);
-}
-
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -51,11 +46,7 @@ const std::string kBodyPrefix =
 const std::string kCompletion = R"({"prompt": "def add(a, b):", "n_predict": 2, "temperature": 0})";
 
 testing::ServeSetup Limited(double body_timeout_s, size_t max_connections = 256) {
-  testing::ServeSetup s;
-  s.model = ModelPath();
-  s.parallel = 1;
-  s.ctx = 512;
-  s.config.max_queue = 1;  // HTTP workers: 1 slot + 1 queued + 8 = 10
+  testing::ServeSetup s = testing::OneSlotSetup();
   s.config.body_timeout_s = body_timeout_s;
   s.config.max_connections = max_connections;
   return s;
@@ -91,14 +82,10 @@ int Complete(int port) {
   return status;
 }
 
-bool SkipWithoutModel() {
-  return !std::filesystem::exists(ModelPath());
-}
-
 // A body trickled at one byte per 200 ms (never silent for --read-timeout) gets 408 at
 // --body-timeout 1 s, and the routes answer while it trickles and after.
 TEST(ServeBody, TricklingBodyGets408AtTheDeadline) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(1.0));
   ASSERT_EQ(server.Start(), "");
   Tricklers t(server.port(), 1, kBodyPrefix, 200ms);
@@ -128,7 +115,7 @@ TEST(ServeBody, TricklingBodyGets408AtTheDeadline) {
 // Negative control: with --body-timeout 30 the same trickler is still connected, unanswered,
 // when the deadline test's 2 s bound has passed.
 TEST(ServeBody, LongDeadlineKeepsTheTricklerNegativeControl) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(30));
   ASSERT_EQ(server.Start(), "");
   Tricklers t(server.port(), 1, kBodyPrefix, 200ms);
@@ -147,7 +134,7 @@ TEST(ServeBody, LongDeadlineKeepsTheTricklerNegativeControl) {
 // Two body tricklers, both answered 408 at --body-timeout 1 s, count body_timeout 2 and nothing
 // else.
 TEST(ServeBody, BodyTimeoutsAreCountedInMetrics) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(1.0));
   ASSERT_EQ(server.Start(), "");
   EXPECT_EQ(Refusals(server.port()), ExpectedRefusals());
@@ -164,7 +151,7 @@ TEST(ServeBody, BodyTimeoutsAreCountedInMetrics) {
 // Bodies that arrive within the deadline work as before: in pieces, chunked in pieces, and one
 // just under --max-body (1 MiB) sent whole.
 TEST(ServeBody, BodiesWithinTheDeadlineAreServed) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(1.0));
   ASSERT_EQ(server.Start(), "");
   const std::string& b = kCompletion;
@@ -237,7 +224,7 @@ int FifthConnectionStatus(const testing::InProcessServer& server, std::string* h
 }
 
 TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(30, 4));
   ASSERT_EQ(server.Start(), "");
   std::string head, refusals;
@@ -249,7 +236,7 @@ TEST(ServeConnections, ConnectionBeyondTheCapGets503) {
 
 // Negative control: the same five connections with the default cap (256): the 5th is served.
 TEST(ServeConnections, HighCapServesTheFifthNegativeControl) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(Limited(30));
   ASSERT_EQ(server.Start(), "");
   std::string head, refusals;

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@ namespace {
 using nlohmann::json;
 using testing::ExpectedRefusals;
 using testing::MetricValue;
+using testing::RawPost;
 using testing::RawStatus;
 using testing::RefusalCount;
 using testing::RefusalReasons;
@@ -34,28 +34,11 @@ constexpr size_t kMaxBody = 64 << 10;
 const std::string kChunkedHead =
     "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
 
-std::string ModelPath() {
-  return fmt::format("{}/models/lockstep-code-target.gguf", LOCKSTEP_SOURCE_DIR);
-}
-
-bool SkipWithoutModel() {
-  return !std::filesystem::exists(ModelPath());
-}
-
 testing::ServeSetup ServerSetup(const std::string& api_key = "") {
-  testing::ServeSetup s;
-  s.model = ModelPath();
-  s.parallel = 1;
-  s.ctx = 512;
-  s.config.max_queue = 1;
+  testing::ServeSetup s = testing::OneSlotSetup();
   s.config.max_body = kMaxBody;
   s.config.api_key = api_key;
   return s;
-}
-
-std::string Post(const std::string& body, const std::string& extra = "") {
-  return fmt::format("POST /tokenize HTTP/1.1\r\nHost: x\r\n{}Content-Length: {}\r\n\r\n{}", extra,
-                     body.size(), body);
 }
 
 // Every counter a refusal could move: each refusal reason, and the routes' rejections (where a
@@ -108,7 +91,7 @@ std::vector<Refusal> RefusedRequests() {
   return {
       {"a chunked body over --max-body", kChunkedHead + "100000\r\n", 413, "body_too_large"},
       {"a Content-Length body over --max-body, sent (httplib's 413)",
-       Post(std::string(kMaxBody + 1, ' ')), 413, "body_too_large"},
+       RawPost("/tokenize", std::string(kMaxBody + 1, ' ')), 413, "body_too_large"},
       {"a Content-Length over --max-body awaiting 100 Continue (httplib's 413)",
        "POST /tokenize HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5000000\r\n"
        "\r\n",
@@ -134,7 +117,7 @@ std::vector<Refusal> RefusedRequests() {
 // Each refusal moves its own reason by exactly 1 and nothing else, requests_rejected_4xx_total
 // included (httplib's 413 goes through the error handler that counts rejections).
 TEST(ServeRefusals, EachRefusalIsCountedOnceUnderItsReason) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup());
   ASSERT_EQ(server.Start(), "");
   const int port = server.port();
@@ -160,17 +143,17 @@ TEST(ServeRefusals, EachRefusalIsCountedOnceUnderItsReason) {
 // oversized request is a 401 (a rejection), not a 413; with the key it is a 413 (a refusal).
 // Counting at the intake, which cannot know the answer, would have counted both as too large.
 TEST(ServeRefusals, An401AnsweredFirstIsNotCountedAsTooLarge) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup("secret"));
   ASSERT_EQ(server.Start(), "");
   const int port = server.port();
   const std::string oversized(kMaxBody + 1, ' ');
   const std::string key = "Authorization: Bearer secret\r\n";
   Counters before = Read(port, key);
-  EXPECT_EQ(RawStatus(port, Post(oversized)), 401);
+  EXPECT_EQ(RawStatus(port, RawPost("/tokenize", oversized)), 401);
   EXPECT_EQ(OnlyRaised(before, Read(port, key), "rejected_4xx"), "");
   before = Read(port, key);
-  EXPECT_EQ(RawStatus(port, Post(oversized, key)), 413);
+  EXPECT_EQ(RawStatus(port, RawPost("/tokenize", oversized, key)), 413);
   EXPECT_EQ(OnlyRaised(before, Read(port, key), "body_too_large"), "");
 }
 
@@ -180,14 +163,14 @@ TEST(ServeRefusals, An401AnsweredFirstIsNotCountedAsTooLarge) {
 // real bad-framing refusal the comparison fails when it is given another reason, a name that
 // is no reason, or metrics text whose series was renamed.
 TEST(ServeRefusals, UnrefusedRequestsAndOtherReasonsFailTheCheckNegativeControl) {
-  if (SkipWithoutModel()) GTEST_SKIP() << "no default model";
+  if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
   testing::InProcessServer server(ServerSetup());
   ASSERT_EQ(server.Start(), "");
   const int port = server.port();
   std::string padded = R"({"content": "hi"})";
   padded += std::string(kMaxBody - padded.size(), ' ');
   const std::string served[] = {kChunkedHead + "11\r\n{\"content\": \"hi\"}\r\n0\r\n\r\n",
-                                Post(padded)};
+                                RawPost("/tokenize", padded)};
   for (const std::string& bytes : served) {
     const Counters before = Read(port);
     EXPECT_EQ(RawStatus(port, bytes), 200);
@@ -197,11 +180,12 @@ TEST(ServeRefusals, UnrefusedRequestsAndOtherReasonsFailTheCheckNegativeControl)
       EXPECT_NE(OnlyRaised(before, after, reason), "") << reason << " passed with no refusal";
   }
   Counters before = Read(port);
-  EXPECT_EQ(RawStatus(port, Post("not json")), 400);
+  EXPECT_EQ(RawStatus(port, RawPost("/tokenize", "not json")), 400);
   EXPECT_EQ(OnlyRaised(before, Read(port), "rejected_4xx"), "");
 
   before = Read(port);
-  EXPECT_EQ(RawStatus(port, Post("{}", "Content-Length: 3\r\n")), 400);  // conflicting lengths
+  EXPECT_EQ(RawStatus(port, RawPost("/tokenize", "{}", "Content-Length: 3\r\n")),
+            400);  // conflicting lengths
   const std::string metrics = MetricsText(port);
   const Counters after = CountersIn(metrics);
   EXPECT_EQ(OnlyRaised(before, after, "bad_framing"), "");  // the real reason passes

@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -28,10 +27,6 @@ using nlohmann::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-std::string ModelPath() {
-  return fmt::format("{}/models/lockstep-code-target.gguf", LOCKSTEP_SOURCE_DIR);
-}
-
 double Since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -46,11 +41,7 @@ using testing::Tricklers;
 const std::string kHeadPrefix = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ";
 
 testing::ServeSetup ServerWithDeadline(double header_timeout_s) {
-  testing::ServeSetup s;
-  s.model = ModelPath();
-  s.parallel = 1;
-  s.ctx = 512;
-  s.config.max_queue = 1;  // HTTP workers: 1 slot + 1 queued + 8 = 10
+  testing::ServeSetup s = testing::OneSlotSetup();
   s.config.header_timeout_s = header_timeout_s;
   return s;
 }
@@ -96,7 +87,7 @@ TEST(ServeHead, ScannerEndsTheHeadWhereHttplibDoes) {
 class ServeSlowloris : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(ModelPath())) return;
+    if (testing::DefaultTargetMissing()) return;
     server_ = new testing::InProcessServer(ServerWithDeadline(1.0));
     error_ = new std::string(server_->Start());
   }
@@ -107,7 +98,7 @@ class ServeSlowloris : public ::testing::Test {
     error_ = nullptr;
   }
   void SetUp() override {
-    if (!std::filesystem::exists(ModelPath())) GTEST_SKIP() << "no default model";
+    if (testing::DefaultTargetMissing()) GTEST_SKIP() << "no default model";
     ASSERT_TRUE(error_->empty()) << *error_;
   }
   static testing::InProcessServer* server_;

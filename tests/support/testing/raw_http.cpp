@@ -85,6 +85,12 @@ constexpr RefusalSeries kRefusalSeries[] = {
 
 }  // namespace
 
+std::string RawPost(const std::string& route, const std::string& body,
+                    const std::string& extra_headers) {
+  return "POST " + route + " HTTP/1.1\r\nHost: x\r\n" + extra_headers +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
 int64_t MetricValue(const std::string& metrics, const std::string& series) {
   // Every series line follows a newline: the text starts with a # HELP line.
   const std::string start = "\n" + series + " ";

@@ -26,6 +26,11 @@ int ReadResponse(int fd, std::chrono::milliseconds wait, std::string* body = nul
 int RawStatus(int port, const std::string& bytes, std::string* body = nullptr,
               std::string* head = nullptr);
 
+// A whole POST of `body` to `route` with a Content-Length, `extra_headers` (each ending in
+// \r\n) before it.
+std::string RawPost(const std::string& route, const std::string& body,
+                    const std::string& extra_headers = "");
+
 // The value of one series of /metrics text `metrics`, named with its labels as it is printed
 // (`lockstep:requests_total`, `lockstep:requests_refused_total{reason="bad_framing"}`); -1 if
 // it has no such series.

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +33,25 @@ struct ServeSetup {
   int threads = 1;              // never changes a token; one thread waits least on a busy machine
   server::ServerConfig config;  // port is forced to 0 (any free port)
 };
+
+// The default target model in the source tree; a clone without it skips the tests that need it.
+inline std::string DefaultTargetPath() {
+  return std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
+}
+inline bool DefaultTargetMissing() {
+  return !std::filesystem::exists(DefaultTargetPath());
+}
+
+// The transport-limit tests' server: the default target, one slot, one queued request beyond it
+// (so 1 + 1 + 8 = 10 HTTP workers), a 512-token context. Each test then sets its limit.
+inline ServeSetup OneSlotSetup() {
+  ServeSetup s;
+  s.model = DefaultTargetPath();
+  s.parallel = 1;
+  s.ctx = 512;
+  s.config.max_queue = 1;
+  return s;
+}
 
 // Loads the models, starts the server on a background thread, stops it on destruction.
 class InProcessServer {
