@@ -135,6 +135,50 @@ TEST_F(CudaIntMatMul, EveryRowCountMatchesTheCpuDotBitForBit) {
   }
 }
 
+// Many columns (several waves of blocks) of rows of several stripes (k = 8,448: 33 blocks of
+// 256, 264 of 32; the first stripe is prefetched before the kernel waits for its inputs, the
+// later ones are not). Columns repeat 509 distinct rows (a prime, so a column taken for another
+// shows), which keeps the CPU's quantization and dots short.
+TEST_F(CudaIntMatMul, ManyColumnsOfLongRowsMatchTheCpuDotBitForBit) {
+  constexpr int64_t kK = 8448, kDistinct = 509, kN = 12000, kRows = 3;
+  for (DType type : kIntegerFormats) {
+    SCOPED_TRACE(std::string(Name(type)));
+    const size_t row_bytes = RowBytes(type, kK);
+    std::vector<uint8_t> bytes(row_bytes * kN);
+    for (int64_t r = 0; r < kDistinct; ++r) {
+      const auto row = testing::GaussianRow(kK, 700 + static_cast<uint32_t>(r), 0.5f);
+      ASSERT_TRUE(testing::EncodeRow(type, row, bytes.data() + row_bytes * r));
+    }
+    for (int64_t r = kDistinct; r < kN; ++r)
+      std::memcpy(bytes.data() + row_bytes * r, bytes.data() + row_bytes * (r % kDistinct),
+                  row_bytes);
+    Weight view;
+    view.name = std::string("w_long_") + std::string(Name(type));
+    view.type = type;
+    view.ne = {kK, kN};
+    view.data = bytes.data();
+    view.row_bytes = row_bytes;
+    const Weight w = gpu_->PrepareWeight(view);
+    const auto x = testing::GaussianRow(kRows * kK, 31);
+    std::vector<float> want(kRows * kDistinct);
+    quant::PreparedRow prepared;
+    for (int64_t r = 0; r < kRows; ++r) {
+      quant::PrepareRow(type, x.data() + r * kK, kK, &prepared);
+      for (int64_t j = 0; j < kDistinct; ++j)
+        want[r * kDistinct + j] = quant::DotRow(bytes.data() + row_bytes * j, prepared);
+    }
+    for (int64_t g = 1; g <= kRows; ++g) {  // the 1-, 2- and 4-row instantiations
+      Tensor y = gpu_->NewTensor(g, kN);
+      gpu_->MatMul(w, Upload(x.data(), g, kK), &y);
+      const auto got = Host(y);
+      for (int64_t r = 0; r < g; ++r)
+        for (int64_t j = 0; j < kN; ++j)
+          ASSERT_EQ(std::memcmp(&got[r * kN + j], &want[r * kDistinct + j % kDistinct], 4), 0)
+              << g << " rows, row " << r << " column " << j;
+    }
+  }
+}
+
 #if LOCKSTEP_HAS_CUDA
 // Expert tasks (the MoE's gathered matmuls): task t reads activation row t / 2 and rows of
 // expert E(t). 5 tasks run one by one (dp4a), 50 grouped by expert on tensor cores; both give

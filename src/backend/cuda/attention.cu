@@ -32,6 +32,7 @@ __device__ __forceinline__ void StoreElem(void* base, DType t, int64_t i, float 
 
 __global__ void KvWriteKernel(KvLayerView kv, const float* k, const float* v, const int32_t* pos,
                               const int32_t* seq, int64_t rows) {
+  AwaitPriorKernels();
   const int64_t width = kv.k_width + kv.v_width;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * width;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -185,6 +186,7 @@ __global__ void __launch_bounds__(attention::kThreads)
     AttentionSplitKernel(const float* q, KvLayerView kv, TileShape ts, int head_dim, int window,
                          bool include_self, bool vec, const int32_t* pos, const int32_t* seq,
                          int64_t rows, float* partials) {
+  AwaitPriorKernels();
   extern __shared__ __align__(16) char smem[];
   __shared__ TileRows tr;
   LoadRows(ts, window, include_self, pos, seq, rows, blockIdx.x, tr);
@@ -228,6 +230,7 @@ __global__ void __launch_bounds__(attention::kThreads)
     AttentionWholeKernel(const float* q, KvLayerView kv, TileShape ts, int head_dim, int window,
                          bool include_self, bool vec, const int32_t* pos, const int32_t* seq,
                          int64_t rows, float* out) {
+  AwaitPriorKernels();
   using L = attention::TileLayout<kDimTiles>;
   extern __shared__ __align__(16) char smem[];
   __shared__ TileRows tr;
@@ -286,6 +289,7 @@ __global__ void __launch_bounds__(attention::kThreads)
 constexpr int kMergeThreads = 128;
 __global__ void __launch_bounds__(kMergeThreads)
     MergeKernel(const float* partials, int head_dim, float* out) {
+  AwaitPriorKernels();
   static_assert(kSplits <= kMergeThreads);
   __shared__ float m_of[kSplits], l_of[kSplits];
   __shared__ MergeScales scales[kSplits];

@@ -14,6 +14,17 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// Programmatic dependent launch: in a replayed step a kernel's blocks may start while the kernel
+// before it still runs (cuda_backend_graphs.cpp). Every kernel calls this, in every thread,
+// before it reads or writes memory that another kernel writes or reads: it returns once the
+// kernels before it have finished and their writes are visible (at once outside such a launch).
+// Each thread waits, so no kernel can finish before the ones it follows.
+__device__ __forceinline__ void AwaitPriorKernels() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float WarpMax(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));

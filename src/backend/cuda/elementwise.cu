@@ -16,12 +16,14 @@ int Blocks(int64_t n) {
 }
 
 __global__ void BinaryKernel(Binary op, const float* a, const float* b, float* y, int64_t n) {
+  AwaitPriorKernels();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = op == Binary::kAdd ? a[i] + b[i] : a[i] * b[i];
 }
 
 __global__ void ScaleKernel(const float* a, float s, const float* s_dev, float* y, int64_t n) {
+  AwaitPriorKernels();
   const float scale = s_dev ? *s_dev : s;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -29,6 +31,7 @@ __global__ void ScaleKernel(const float* a, float s, const float* s_dev, float* 
 }
 
 __global__ void UnaryKernel(Unary op, const float* x, float c, float* y, int64_t n) {
+  AwaitPriorKernels();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] = op == Unary::kGelu ? GeluTanh(x[i]) : c * Tanh(x[i] / c);
@@ -36,6 +39,7 @@ __global__ void UnaryKernel(Unary op, const float* x, float c, float* y, int64_t
 
 __global__ void GeluMulKernel(const float* gate, int64_t gate_stride, const float* up,
                               int64_t up_stride, int64_t width, int64_t n, float* y) {
+  AwaitPriorKernels();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / width, c = i % width;
@@ -45,6 +49,7 @@ __global__ void GeluMulKernel(const float* gate, int64_t gate_stride, const floa
 
 __global__ void Copy2DKernel(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                              int64_t width, int64_t n) {
+  AwaitPriorKernels();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / width, c = i % width;
@@ -54,6 +59,7 @@ __global__ void Copy2DKernel(const float* src, int64_t src_stride, float* dst, i
 
 __global__ void CopyRowsKernel(const float* x, const int32_t* src, float* y, const int32_t* dst,
                                int64_t cols, int64_t n) {
+  AwaitPriorKernels();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;

@@ -65,6 +65,7 @@ template <class F, int R>
 __global__ void __launch_bounds__(kTiledWarps* kWarp, MinBlocks(R))
     MatMulKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t n_chunks, int64_t n_out,
                  const float* __restrict__ x, int64_t rows, float* __restrict__ y) {
+  AwaitPriorKernels();
   constexpr int U = StripeUnroll(R), kRowFloats = U * kStripeFloats;
   __shared__ __align__(16) float xs[R * kRowFloats];
   const int lane = threadIdx.x % kWarp;
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(kTiledWarps* kWarp, MinBlocks(R))
 template <class F>
 __global__ void __launch_bounds__(kTiledWarps* kWarp, MinBlocks(1))
     GatheredKernel(GatheredMatMul m) {
+  AwaitPriorKernels();
   __shared__ __align__(16) float xs[kStripeFloats];
   const int lane = threadIdx.x % kWarp;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kTiledWarps + threadIdx.x / kWarp;
@@ -137,6 +139,7 @@ __global__ void __launch_bounds__(kTiledWarps* kWarp, MinBlocks(1))
 // elements l, l + 32, ... in ascending order, then the butterfly; the GatheredKernel's tasks.
 template <class F>
 __global__ void __launch_bounds__(kWarpsPerBlock* kWarp) AnyLengthKernel(GatheredMatMul m) {
+  AwaitPriorKernels();
   const int lane = threadIdx.x % kWarp;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int64_t t = blockIdx.y;
@@ -155,6 +158,7 @@ template <class F>
 __global__ void GetRowsAnyLengthKernel(const uint8_t* __restrict__ table, int64_t row_bytes,
                                        int64_t k, const int32_t* __restrict__ ids, float scale,
                                        float* __restrict__ y) {
+  AwaitPriorKernels();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t r = blockIdx.y;
   if (i < k) y[r * k + i] = F::Elem(table + static_cast<int64_t>(ids[r]) * row_bytes, i) * scale;
@@ -164,6 +168,7 @@ template <class F>
 __global__ void GetRowsKernel(const uint8_t* __restrict__ table, int64_t row_bytes,
                               int64_t n_chunks, const int32_t* __restrict__ ids, float scale,
                               float* __restrict__ y) {
+  AwaitPriorKernels();
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t r = blockIdx.y;
   if (c >= n_chunks) return;

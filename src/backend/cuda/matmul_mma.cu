@@ -130,6 +130,7 @@ template <class F>
 __global__ void __launch_bounds__(kThreads)
     IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                  ActRows x, MmaRows map, float* __restrict__ y) {
+  AwaitPriorKernels();
   static_assert(!F::kMin, "formats with mins run matmul_mma_k4.cu");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -193,6 +194,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void ExpertTilesKernel(const int32_t* __restrict__ experts, int64_t tasks, int n_expert,
                                   int64_t max_tiles, int32_t* perm, int32_t* tile_expert,
                                   int32_t* tile_start, int32_t* tile_count) {
+  AwaitPriorKernels();
   __shared__ int32_t count[kMaxMmaExperts], offset[kMaxMmaExperts];
   const int e = threadIdx.x;
   if (e < n_expert) {

@@ -224,6 +224,7 @@ template <class F>
 __global__ void __launch_bounds__(kThreads)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
+  AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
   auto& sm = *reinterpret_cast<Smem<F::kBytes>*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;

@@ -40,6 +40,7 @@ template <int kPer>
 __global__ void __launch_bounds__(kWarp)
     RouteKernel(const float* logits, int n_expert, int n_used, const float* scale, int32_t* experts,
                 float* weights) {
+  AwaitPriorKernels();
   __shared__ float sel_p[kMaxExperts];
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x;
@@ -158,6 +159,7 @@ __global__ void __launch_bounds__(kWarp)
 
 __global__ void CombineKernel(const float* expert_out, const float* weights, int64_t rows,
                               int n_used, int64_t cols, float* y) {
+  AwaitPriorKernels();
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < rows * cols;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = t / cols, j = t % cols;

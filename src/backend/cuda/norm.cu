@@ -11,6 +11,7 @@ constexpr int kWarpsPerBlock = 8;
 
 __global__ void RmsNormKernel(const float* x, const float* w, float eps, int64_t group,
                               float extra_scale, const float* residual, int64_t items, float* y) {
+  AwaitPriorKernels();
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (item >= items) return;
@@ -53,6 +54,7 @@ template <int kPer, int kOuts>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(const float* x, float eps, int64_t group, RowOuts outs,
                      const float* residual) {
+  AwaitPriorKernels();
   __shared__ float warp_sums[kRowThreads / kWarp];
   const int64_t row = blockIdx.x;
   const float* xg = x + row * group;
@@ -150,6 +152,7 @@ __global__ void __launch_bounds__(kRowThreads)
     NormSumNormAddKernel(const float* a, const float* wa, const float* b, const float* wb,
                          const float* w, float eps, int64_t group, const float* residual,
                          float* y) {
+  AwaitPriorKernels();
   __shared__ float sums[2][kRowThreads / kWarp];
   const int64_t off = static_cast<int64_t>(blockIdx.x) * group;
   float av[kPer], bv[kPer], wav[kPer], wbv[kPer], wv[kPer], rv[kPer];

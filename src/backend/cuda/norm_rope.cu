@@ -39,6 +39,7 @@ template <int kDims>
 __global__ void __launch_bounds__(kThreads)
     RmsNormRopeKernel(const float* x, const float* w, float eps, int head_dim, const int32_t* pos,
                       int n_rot, float base, const float* ff, int64_t heads_per_row, float* y) {
+  AwaitPriorKernels();
   static_assert(kDims * kWarp / 2 <= kThreads, "one angle per thread");
   __shared__ float cos_s[kDims * kWarp / 2], sin_s[kDims * kWarp / 2];
   const int64_t r = blockIdx.x;

@@ -9,6 +9,7 @@ namespace {
 
 __global__ void RopeKernel(float* x, const int32_t* pos, int64_t cols, int head_dim, int n_rot,
                            float base, const float* ff, int64_t n) {
+  AwaitPriorKernels();
   const int half = n_rot / 2;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {

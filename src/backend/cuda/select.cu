@@ -17,6 +17,7 @@ __device__ __forceinline__ bool Better(float v, int i, float bv, int bi) {
 // One block per (slice, row): the best (value, id) of logits [slice * kSlice, +kSlice).
 __global__ void SliceArgmaxKernel(const float* logits, int64_t n_vocab, const int32_t* rows,
                                   int n_slices, float* best_v, int* best_i) {
+  AwaitPriorKernels();
   __shared__ float sv[kThreads];
   __shared__ int si[kThreads];
   const float* row = logits + static_cast<int64_t>(rows[blockIdx.y]) * n_vocab;
@@ -48,6 +49,7 @@ __global__ void SliceArgmaxKernel(const float* logits, int64_t n_vocab, const in
 // One warp per row: the best of its slices' winners.
 __global__ void MergeArgmaxKernel(const float* best_v, const int* best_i, int n_slices,
                                   const int32_t* out_index, int32_t* ids) {
+  AwaitPriorKernels();
   const int lane = threadIdx.x;
   const float* v = best_v + static_cast<int64_t>(blockIdx.x) * n_slices;
   const int* idx = best_i + static_cast<int64_t>(blockIdx.x) * n_slices;
