@@ -4,6 +4,8 @@
 // With --n, the weight is [k, n] and enough copies of it to fill M MiB are used in turn, so
 // small matrices (a model's attention projections) are also read from memory, not cache.
 // With --rows R, R activation rows share each call (decode of R sequences together).
+// Types with packed kernels at this CPU's level (quant/packed.h) are measured both ways, the
+// packed copy and the plain rows, in alternating rounds, with the ratio.
 // Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R] [--k K] [--n N]
 //                     [--rows R]
 #include <algorithm>
@@ -106,7 +108,8 @@ int main(int argc, char** argv) {
   const double bw = ReadBandwidth().Measure(threads) / 1e9;
   std::printf("read bandwidth (%d threads): %.2f GB/s; kernels: %s\n", threads, bw,
               std::string(quant::IsaName(quant::CpuIsa())).c_str());
-  std::printf("%-7s %8s %8s %10s %8s %8s\n", "type", "k", "n", "us/call", "GB/s", "bw_frac");
+  std::printf("%-7s %-7s %8s %8s %10s %8s %8s\n", "type", "layout", "k", "n", "us/call", "GB/s",
+              "bw_frac");
   backend::CpuBackend be(threads);
   for (DType t : ParseTypes(types)) {
     if (!quant::CanQuantize(t)) {
@@ -123,16 +126,38 @@ int main(int argc, char** argv) {
     auto y = be.NewTensor(rows, n);
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t i = 0; i < k; ++i) x.row(r)[i] = std::sin(0.1f * static_cast<float>(i + r));
-    for (const auto& m : ms) be.MatMul(m.w, x, &y);  // warm-up
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      const auto t0 = Clock::now();
-      for (const auto& m : ms) be.MatMul(m.w, x, &y);
-      best = std::min(best, Seconds(t0) / static_cast<double>(copies));
+    // The weights as the model binds them (packed where the CPU has packed kernels) and as
+    // plain row views (the mmapped layout), in alternating rounds.
+    std::vector<backend::Weight> plain, packed;
+    for (const auto& m : ms) {
+      plain.push_back(m.w);
+      packed.push_back(be.PrepareWeight(m.w));
     }
-    const double gbs = static_cast<double>(ms[0].bytes.size()) / best / 1e9;
-    std::printf("%-7s %8lld %8lld %10.1f %8.2f %8.2f\n", std::string(Name(t)).c_str(),
-                static_cast<long long>(k), static_cast<long long>(n), best * 1e6, gbs, gbs / bw);
+    const bool has_packed = packed[0].packed != nullptr;
+    auto pass = [&](const std::vector<backend::Weight>& ws) {
+      const auto t0 = Clock::now();
+      for (const auto& w : ws) be.MatMul(w, x, &y);
+      return Seconds(t0) / static_cast<double>(copies);
+    };
+    pass(plain);  // warm-up
+    if (has_packed) pass(packed);
+    double best = 1e30, best_packed = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      best = std::min(best, pass(plain));
+      if (has_packed) best_packed = std::min(best_packed, pass(packed));
+    }
+    const double bytes = static_cast<double>(ms[0].bytes.size());
+    auto report = [&](const char* layout, double sec) {
+      std::printf("%-7s %-7s %8lld %8lld %10.1f %8.2f %8.2f\n", std::string(Name(t)).c_str(),
+                  layout, static_cast<long long>(k), static_cast<long long>(n), sec * 1e6,
+                  bytes / sec / 1e9, bytes / sec / 1e9 / bw);
+    };
+    report("rows", best);
+    if (has_packed) {
+      report("packed", best_packed);
+      std::printf("%-7s packed / rows speed: %.2fx\n", std::string(Name(t)).c_str(),
+                  best / best_packed);
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -15,6 +15,10 @@
 #include "core/function_ref.h"
 #include "sample/sampler.h"
 
+namespace lockstep::quant {
+class PackedMatrix;
+}
+
 namespace lockstep::backend {
 
 // A 2-D activation [rows, cols] of float32 in backend memory (rows = tokens).
@@ -54,14 +58,22 @@ class IntTensor {
   int64_t size_ = 0;
 };
 
-// A weight tensor as the backend holds it (for the CPU: a view into the mmapped GGUF file).
+// How the forward pass reads a weight, so a backend may lay matmul weights out for its kernels:
+// kMatMul weights are operands of MatMul/MatMuls (and may also be read by row); kRows weights are
+// only read row by row (GetRows lookups, MatMulRows, MoE experts).
+enum class WeightUse { kMatMul, kRows };
+
+// A weight tensor as the backend holds it (for the CPU: a view into the mmapped GGUF file, plus
+// the CPU kernels' packed copy of a matmul weight where its type has one).
 struct Weight {
   std::string name;
   DType type = DType::F32;
   std::vector<int64_t> ne;  // ggml order
   const void* data = nullptr;
-  size_t row_bytes = 0;    // bytes per ne[0]-row
-  int64_t n_rows() const;  // product of ne[1..]
+  size_t row_bytes = 0;  // bytes per ne[0]-row
+  WeightUse use = WeightUse::kMatMul;
+  std::shared_ptr<const quant::PackedMatrix> packed;  // the CPU's packed rows, or null
+  int64_t n_rows() const;                             // product of ne[1..]
   const uint8_t* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_bytes; }
   explicit operator bool() const { return data != nullptr; }
 };

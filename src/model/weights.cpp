@@ -11,18 +11,19 @@ class Binder {
   Binder(const gguf::File& f, backend::Backend& b) : f_(f), b_(b) {}
 
   // Binds `name` into `*w`. `shape` lists expected ne (-1 = any); required tensors must exist.
-  Status Bind(Weight* w, const std::string& name, std::vector<int64_t> shape, bool required) {
+  Status Bind(Weight* w, const std::string& name, std::vector<int64_t> shape, bool required,
+              backend::WeightUse use = backend::WeightUse::kMatMul) {
     const gguf::TensorInfo* t = f_.FindTensor(name);
     if (!t) {
       if (required) return Status::Errorf("{}: missing tensor '{}'", f_.path(), name);
       return Status::Ok();
     }
     bool match = t->ne.size() == shape.size();
-    for (size_t i = 0; match && i < shape.size(); ++i)
-      match = shape[i] < 0 || shape[i] == t->ne[i];
+    for (size_t i = 0; match && i < shape.size(); ++i) match = shape[i] < 0 || shape[i] == t->ne[i];
     if (!match) {
       std::string want, got;
-      for (auto v : shape) want += (want.empty() ? "" : ", ") + (v < 0 ? std::string("*") : std::to_string(v));
+      for (auto v : shape)
+        want += (want.empty() ? "" : ", ") + (v < 0 ? std::string("*") : std::to_string(v));
       for (auto v : t->ne) got += (got.empty() ? "" : ", ") + std::to_string(v);
       return Status::Errorf("{}: tensor '{}' has shape {{{}}}, expected {{{}}}", f_.path(), name,
                             got, want);
@@ -33,6 +34,7 @@ class Binder {
     v.ne = t->ne;
     v.data = f_.TensorData(*t);
     v.row_bytes = RowBytes(t->type, t->ne[0]);
+    v.use = use;
     *w = b_.PrepareWeight(std::move(v));
     return Status::Ok();
   }
@@ -41,6 +43,9 @@ class Binder {
   const gguf::File& f_;
   backend::Backend& b_;
 };
+
+// Expert tensors are read by (row, expert) pairs (MoeFfn), never as one matmul.
+constexpr backend::WeightUse kExperts = backend::WeightUse::kRows;
 
 Status BindLayer(Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
   const LayerConfig& l = c.layers[il];
@@ -69,11 +74,15 @@ Status BindLayer(Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
     LS_RETURN_IF_ERROR(b.Bind(&w->pre_ffw_norm_2, n("pre_ffw_norm_2.weight"), {d}, true));
     LS_RETURN_IF_ERROR(b.Bind(&w->post_ffw_norm_1, n("post_ffw_norm_1.weight"), {d}, true));
     LS_RETURN_IF_ERROR(b.Bind(&w->post_ffw_norm_2, n("post_ffw_norm_2.weight"), {d}, true));
-    LS_RETURN_IF_ERROR(b.Bind(&w->ffn_gate_up_exps, n("ffn_gate_up_exps.weight"), {d, 2 * F, E}, false));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w->ffn_gate_up_exps, n("ffn_gate_up_exps.weight"), {d, 2 * F, E}, false, kExperts));
     const bool fused = static_cast<bool>(w->ffn_gate_up_exps);
-    LS_RETURN_IF_ERROR(b.Bind(&w->ffn_gate_exps, n("ffn_gate_exps.weight"), {d, F, E}, !fused));
-    LS_RETURN_IF_ERROR(b.Bind(&w->ffn_up_exps, n("ffn_up_exps.weight"), {d, F, E}, !fused));
-    LS_RETURN_IF_ERROR(b.Bind(&w->ffn_down_exps, n("ffn_down_exps.weight"), {F, d, E}, true));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w->ffn_gate_exps, n("ffn_gate_exps.weight"), {d, F, E}, !fused, kExperts));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w->ffn_up_exps, n("ffn_up_exps.weight"), {d, F, E}, !fused, kExperts));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w->ffn_down_exps, n("ffn_down_exps.weight"), {F, d, E}, true, kExperts));
     LS_RETURN_IF_ERROR(b.Bind(&w->ffn_down_exps_scale, n("ffn_down_exps.scale"), {E}, false));
   }
   if (c.n_embd_per_layer > 0) {
@@ -99,17 +108,22 @@ Expected<ModelWeights> BindWeights(const gguf::File& f, const ModelConfig& c,
   LS_RETURN_IF_ERROR(b.Bind(&w.rope_freqs, "rope_freqs.weight", {-1}, false));
   if (c.n_embd_per_layer > 0) {
     const int64_t PL = static_cast<int64_t>(c.n_embd_per_layer) * c.n_layer;
-    LS_RETURN_IF_ERROR(b.Bind(&w.per_layer_token_embd, "per_layer_token_embd.weight", {PL, V}, true));
-    LS_RETURN_IF_ERROR(b.Bind(&w.per_layer_model_proj, "per_layer_model_proj.weight", {d, PL}, true));
-    LS_RETURN_IF_ERROR(b.Bind(&w.per_layer_proj_norm, "per_layer_proj_norm.weight",
-                              {c.n_embd_per_layer}, true));
+    LS_RETURN_IF_ERROR(b.Bind(&w.per_layer_token_embd, "per_layer_token_embd.weight", {PL, V}, true,
+                              backend::WeightUse::kRows));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w.per_layer_model_proj, "per_layer_model_proj.weight", {d, PL}, true));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w.per_layer_proj_norm, "per_layer_proj_norm.weight", {c.n_embd_per_layer}, true));
   }
   if (c.is_assistant()) {
     const int64_t bb = c.n_embd_backbone;
-    LS_RETURN_IF_ERROR(b.Bind(&w.nextn_pre_projection, "nextn.pre_projection.weight", {2 * bb, d}, true));
-    LS_RETURN_IF_ERROR(b.Bind(&w.nextn_post_projection, "nextn.post_projection.weight", {d, bb}, true));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w.nextn_pre_projection, "nextn.pre_projection.weight", {2 * bb, d}, true));
+    LS_RETURN_IF_ERROR(
+        b.Bind(&w.nextn_post_projection, "nextn.post_projection.weight", {d, bb}, true));
     if (c.ordered_embeddings) {
-      LS_RETURN_IF_ERROR(b.Bind(&w.centroids, "masked_embd_centroids.weight", {d, c.n_centroids}, true));
+      LS_RETURN_IF_ERROR(
+          b.Bind(&w.centroids, "masked_embd_centroids.weight", {d, c.n_centroids}, true));
       LS_RETURN_IF_ERROR(b.Bind(&w.token_ordering, "masked_embd_ordering", {V}, true));
     }
   }

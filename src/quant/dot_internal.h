@@ -44,6 +44,11 @@ using TileFn = void (*)(const uint8_t* w, size_t row_bytes, int n_cols, const Pr
 TileFn Avx2Tile(DType t);
 TileFn Avx512Tile(DType t);
 TileFn Avx512WideTile(DType t);  // a column per lane (dot_tile_wide_avx512.cpp)
+// The packed kernels (quant/packed.h) for one 16-row group of nb blocks: out[r * out_stride +
+// c] for r < n_rows, c < n_cols (dot_packed_avx512.cpp); nullptr where the level has none.
+using PackedFn = void (*)(const uint8_t* group, int64_t nb, int n_cols, const PreparedRow* x,
+                          int64_t n_rows, float* out, int64_t out_stride);
+PackedFn Avx512Packed(DType t);
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 

@@ -7,6 +7,7 @@
 #include "backend/activations.h"
 #include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace lockstep::backend {
@@ -59,6 +60,12 @@ void CpuBackend::FromHost(std::span<const float> src, Tensor* t) {
 }
 
 Weight CpuBackend::PrepareWeight(Weight host_view) {
+  // Matmul weights of the types with packed kernels are repacked once, here (the same bytes,
+  // 16 rows interleaved per block); the mmapped view stays for row reads (GetRows of a tied
+  // embedding) and for the row-by-row baseline path.
+  Weight& w = host_view;
+  if (w.use == WeightUse::kMatMul && w.ne.size() == 2 && quant::CanPack(w.type))
+    w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0]);
   return host_view;
 }
 

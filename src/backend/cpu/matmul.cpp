@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
+#include "quant/packed.h"
 #include "quant/quant.h"
 
 namespace lockstep::backend {
@@ -119,6 +120,16 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
       blk.prefetch_next = j0 + kBlock < n_out;
       MatMulRowsBlock(blk, scratch);
     }
+    return;
+  }
+  if (tiles && w.packed && n_rows >= quant::PackedMinRows(w.type)) {
+    // Packed weights (quant/packed.h): a column block is one packed group, for any row count.
+    static_assert(kBlock == quant::kPackedCols);
+    const int64_t pass = TileRowPass(x.cols());
+    for (int64_t r0 = 0; r0 < n_rows; r0 += pass)
+      for (int64_t j0 = b * kBlock; j0 < j_end; j0 += kBlock)
+        quant::DotPacked(*w.packed, j0 / kBlock, static_cast<int>(std::min(kBlock, j_end - j0)),
+                         prepared + r0, std::min(pass, n_rows - r0), y->row(r0) + j0, y->cols());
     return;
   }
   if (tiles && n_rows >= quant::MinDotTileRows() && quant::HasDotTile(w.type)) {

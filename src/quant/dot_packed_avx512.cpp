@@ -1,0 +1,307 @@
+// AVX-512 (VNNI) kernels over packed weights (quant/packed.h): Q4_K, Q6_K and Q8_0, one output
+// column per int32 lane, any number of activation rows. A packed block holds dword m of 16 weight
+// rows in one 64-byte line, so the unpacking the gathering tile kernels do
+// (dot_tile_wide_avx512.cpp) runs on plain loads: vpdpbusd against 4 activation bytes broadcast
+// to every lane adds each column's exact partial sums in its own lane. Rows go in register tiles
+// of up to 8: a block's levels are unpacked once per tile and meet each row's activations there.
+// Every lane forms the one-row kernel's exact integers, its per-block float expression
+// (CombineMin / Combine, the same IEEE operations in the same order) and Acc8's partial b % 8,
+// so each output equals DotRow bit for bit for any row count.
+// GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
+// -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "quant/dot_x86.h"
+#include "quant/packed.h"
+
+namespace lockstep::quant::detail {
+namespace {
+
+constexpr int kMaxTileRows = 8;  // activation rows per register tile
+
+// Packed dword m of a block: lane c holds row c's.
+inline __m512i Ld(const uint8_t* blk, int m) {
+  return _mm512_load_si512(blk + 64 * m);
+}
+inline __m512i Bcast(const uint8_t* p) {
+  return _mm512_set1_epi32(static_cast<int>(U32(p)));
+}
+inline __m512i Byte(__m512i v, int k) {
+  return _mm512_and_si512(_mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xFF));
+}
+
+// Q4_K: packed dwords are the block's 36 (d/dmin, 3 of scales, 32 of nibbles).
+struct Q4K {
+  static constexpr int kBlockBytes = 36 * 64;
+  // Scales of sub-blocks 0..7, minimums as int16 pairs (to meet two adjacent activation sums
+  // in vpdpwssd), d and dmin: UnpackK4Scales lane by lane.
+  struct Scales {
+    __m512i sc[8], mn2[8];
+    __m512 d, dmin;
+    explicit Scales(const uint8_t* blk) {
+      const __m512i a0 = Ld(blk, 1), a1 = Ld(blk, 2), a2 = Ld(blk, 3);
+      const __m512i k6 = _mm512_set1_epi32(0x3F3F3F3F), k4 = _mm512_set1_epi32(0x0F0F0F0F),
+                    k2 = _mm512_set1_epi32(0x03030303);
+      const __m512i sc_lo = _mm512_and_si512(a0, k6), mn_lo = _mm512_and_si512(a1, k6);
+      const __m512i sc_hi =
+          _mm512_or_si512(_mm512_and_si512(a2, k4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a0, 6), k2), 4));
+      const __m512i mn_hi =
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(a2, 4), k4),
+                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(a1, 6), k2), 4));
+      for (int j = 0; j < 8; ++j) {
+        sc[j] = Byte(j < 4 ? sc_lo : sc_hi, j % 4);
+        const __m512i m = Byte(j < 4 ? mn_lo : mn_hi, j % 4);
+        mn2[j] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+      }
+      const __m512i dd = Ld(blk, 0);
+      d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+      dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dd, 16)));
+    }
+  };
+
+  // Block contributions of R rows (xb[r]: the rows' activation blocks) into acc[r].
+  template <int R>
+  static void Block(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
+    const Scales s(blk);
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    __m512i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {  // qs dwords 8p..8p+7: sub-block 2p (low), 2p + 1 (high)
+      __m512i lo[8], hi[8];
+      for (int i = 0; i < 8; ++i) {
+        const __m512i q = Ld(blk, 4 + 8 * p + i);
+        lo[i] = _mm512_and_si512(q, m4);
+        hi[i] = _mm512_and_si512(_mm512_srli_epi32(q, 4), m4);
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* x = xb[r] + 4 + 64 * p;
+        __m512i e0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], Bcast(x));
+        __m512i e1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], Bcast(x + 4));
+        __m512i o0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], Bcast(x + 32));
+        __m512i o1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[1], Bcast(x + 36));
+        for (int i = 2; i < 8; i += 2) {
+          e0 = _mm512_dpbusd_epi32(e0, lo[i], Bcast(x + 4 * i));
+          e1 = _mm512_dpbusd_epi32(e1, lo[i + 1], Bcast(x + 4 * i + 4));
+          o0 = _mm512_dpbusd_epi32(o0, hi[i], Bcast(x + 32 + 4 * i));
+          o1 = _mm512_dpbusd_epi32(o1, hi[i + 1], Bcast(x + 36 + 4 * i));
+        }
+        isum[r] = _mm512_add_epi32(
+            isum[r],
+            _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(e0, e1), s.sc[2 * p]),
+                             _mm512_mullo_epi32(_mm512_add_epi32(o0, o1), s.sc[2 * p + 1])));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      __m512i imin = _mm512_setzero_si512();
+      for (int j = 0; j < 8; ++j)
+        imin = _mm512_dpwssd_epi32(imin, s.mn2[j], Bcast(xb[r] + 260 + 4 * j));
+      const __m512 dx = _mm512_set1_ps(ActScale(xb[r]));
+      acc[r] = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(s.d, dx), _mm512_cvtepi32_ps(isum[r])),
+                             _mm512_mul_ps(_mm512_mul_ps(s.dmin, dx), _mm512_cvtepi32_ps(imin)));
+    }
+  }
+  static constexpr int kActBytes = kQ8x256Bytes;
+};
+
+// Rows up to this count unpack each packed dword of levels once for all four 32-element
+// groups it feeds (8 accumulators a row); more rows unpack a group's levels once per group and
+// share them over the rows. Integer sums are exact, so the two orders give the same integers.
+inline constexpr int kFewRows = 2;
+
+// Q6_K: packed dwords 0-31 ql, 32-47 qh, 48-51 the 16 int8 scales, 52 d (high half). Levels
+// are stored plus 32: the exact integer is sum(scale * q . x) - 32 * sum(scale * bsum).
+struct Q6K {
+  static constexpr int kBlockBytes = 53 * 64;
+  static constexpr int kActBytes = kQ8x256Bytes;
+
+  static void LoadScales(const uint8_t* blk, __m512i* sc) {
+    for (int g4 = 0; g4 < 4; ++g4) {
+      const __m512i v = Ld(blk, 48 + g4);
+      for (int t = 0; t < 4; ++t)
+        sc[4 * g4 + t] = _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * t), 24);
+    }
+  }
+
+  // acc = d * dx * (isum - 32 * sum(scale * bsum)): the one-row kernel's expression.
+  static __m512 Finish(const uint8_t* blk, const __m512i* sc, const uint8_t* xb, __m512i isum) {
+    __m512i corr = _mm512_setzero_si512();
+    for (int i = 0; i < 8; ++i) {
+      const __m512i sc2 = _mm512_or_si512(_mm512_and_si512(sc[2 * i], _mm512_set1_epi32(0xFFFF)),
+                                          _mm512_slli_epi32(sc[2 * i + 1], 16));
+      corr = _mm512_dpwssd_epi32(corr, sc2, Bcast(xb + 260 + 4 * i));
+    }
+    const __m512i total = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5));
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(Ld(blk, 52), 16)));
+    return _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(ActScale(xb))), _mm512_cvtepi32_ps(total));
+  }
+
+  // Few rows: for each half h and dword i, the ql dwords i and 8 + i and the qh dword i give the
+  // levels of all four 32-element groups k (low/high nibbles, qh bits 2k).
+  template <int R>
+  static void FewRows(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
+    __m512i sc[16];
+    LoadScales(blk, sc);
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
+    __m512i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h) {
+      __m512i s[R][8];  // [k * 2 + i / 4]: the sum of scale group 8 h + 2 k + i / 4
+      for (int r = 0; r < R; ++r)
+        for (auto& v : s[r]) v = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) {
+        const __m512i a = Ld(blk, 16 * h + i), b = Ld(blk, 16 * h + 8 + i),
+                      hb = Ld(blk, 32 + 8 * h + i);
+        // (lo & 0x0F) | (hb_shifted & 0x30): ternary-logic select with m4 as the mask.
+        const __m512i q[4] = {
+            _mm512_ternarylogic_epi32(m4, a, _mm512_and_si512(_mm512_slli_epi32(hb, 4), m30), 0xCA),
+            _mm512_ternarylogic_epi32(m4, b, _mm512_and_si512(_mm512_slli_epi32(hb, 2), m30), 0xCA),
+            _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(a, 4), _mm512_and_si512(hb, m30), 0xCA),
+            _mm512_ternarylogic_epi32(m4, _mm512_srli_epi32(b, 4),
+                                      _mm512_and_si512(_mm512_srli_epi32(hb, 2), m30), 0xCA)};
+        for (int r = 0; r < R; ++r)
+          for (int k = 0; k < 4; ++k)
+            s[r][2 * k + i / 4] = _mm512_dpbusd_epi32(s[r][2 * k + i / 4], q[k],
+                                                      Bcast(xb[r] + 4 + 128 * h + 32 * k + 4 * i));
+      }
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < 8; ++j)
+          isum[r] = _mm512_add_epi32(isum[r], _mm512_mullo_epi32(s[r][j], sc[8 * h + j]));
+    }
+    for (int r = 0; r < R; ++r) acc[r] = Finish(blk, sc, xb[r], isum[r]);
+  }
+  template <int R>
+  static void Block(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
+    if constexpr (R <= kFewRows) {
+      FewRows<R>(blk, xb, acc);
+      return;
+    }
+    __m512i sc[16];
+    LoadScales(blk, sc);
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m3 = _mm512_set1_epi32(0x03030303);
+    __m512i isum[R];
+    for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
+    for (int h = 0; h < 2; ++h)
+      for (int k = 0; k < 4; ++k) {  // elements 128 h + 32 k .. + 31: scale groups 8h + 2k, + 1
+        __m512i q[8];
+        for (int i = 0; i < 8; ++i) {
+          const __m512i src = Ld(blk, 16 * h + 8 * (k & 1) + i);
+          const __m512i lo =
+              k < 2 ? _mm512_and_si512(src, m4) : _mm512_and_si512(_mm512_srli_epi32(src, 4), m4);
+          const __m512i hb =
+              _mm512_and_si512(_mm512_srli_epi32(Ld(blk, 32 + 8 * h + i), 2 * k), m3);
+          q[i] = _mm512_or_si512(lo, _mm512_slli_epi32(hb, 4));
+        }
+        for (int r = 0; r < R; ++r) {
+          const uint8_t* x = xb[r] + 4 + 128 * h + 32 * k;
+          __m512i sa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Bcast(x));
+          __m512i sb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[4], Bcast(x + 16));
+          for (int i = 1; i < 4; ++i) {
+            sa = _mm512_dpbusd_epi32(sa, q[i], Bcast(x + 4 * i));
+            sb = _mm512_dpbusd_epi32(sb, q[4 + i], Bcast(x + 16 + 4 * i));
+          }
+          isum[r] = _mm512_add_epi32(
+              isum[r], _mm512_add_epi32(_mm512_mullo_epi32(sa, sc[8 * h + 2 * k]),
+                                        _mm512_mullo_epi32(sb, sc[8 * h + 2 * k + 1])));
+        }
+      }
+    for (int r = 0; r < R; ++r) acc[r] = Finish(blk, sc, xb[r], isum[r]);
+  }
+};
+
+// Q8_0: packed dword 0 holds d (low half), 1-8 the 32 int8 levels. vpdpbusd runs on x + 128
+// (unsigned) from a start of -128 x the sum of levels, which gives levels . x exactly.
+struct Q80 {
+  static constexpr int kBlockBytes = 9 * 64;
+  static constexpr int kActBytes = kQ8x32Bytes;
+  template <int R>
+  static void Block(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
+    __m512i lv[8], sum = _mm512_setzero_si512();
+    for (int i = 0; i < 8; ++i) {
+      lv[i] = Ld(blk, 1 + i);
+      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), lv[i]);
+    }
+    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
+    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(Ld(blk, 0)));
+    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int r = 0; r < R; ++r) {
+      __m512i s = start;
+      for (int i = 0; i < 8; ++i)
+        s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(Bcast(xb[r] + 4 + 4 * i), bias), lv[i]);
+      acc[r] =
+          _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(ActScale(xb[r]))), _mm512_cvtepi32_ps(s));
+    }
+  }
+};
+
+// R rows (x[0..R-1]) against one group: every block's contribution added to Acc8's partial
+// b % 8 (16 columns per vector), then Acc8's tree, lane by lane.
+template <class K, int R>
+void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, float* out,
+             int64_t out_stride) {
+  __m512 acc[R][8];
+  for (int r = 0; r < R; ++r)
+    for (auto& v : acc[r]) v = _mm512_setzero_ps();
+  const uint8_t* xb[R];
+  __m512 contrib[R];
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int r = 0; r < R; ++r) xb[r] = x[r].q.data() + b * K::kActBytes;
+    K::template Block<R>(grp + b * K::kBlockBytes, xb, contrib);
+    for (int r = 0; r < R; ++r) acc[r][b & 7] = _mm512_add_ps(acc[r][b & 7], contrib[r]);
+  }
+  const auto mask = static_cast<__mmask16>((1u << n_cols) - 1);
+  for (int r = 0; r < R; ++r) {
+    const __m512* a = acc[r];
+    const __m512 s0 = _mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[1], a[5]));
+    const __m512 s1 = _mm512_add_ps(_mm512_add_ps(a[2], a[6]), _mm512_add_ps(a[3], a[7]));
+    _mm512_mask_storeu_ps(out + r * out_stride, mask, _mm512_add_ps(s0, s1));
+  }
+}
+
+template <class K>
+void Packed(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, int64_t n_rows,
+            float* out, int64_t out_stride) {
+  int64_t r0 = 0;
+  for (; r0 + kMaxTileRows <= n_rows; r0 += kMaxTileRows)
+    RowTile<K, kMaxTileRows>(grp, nb, n_cols, x + r0, out + r0 * out_stride, out_stride);
+  const PreparedRow* xr = x + r0;
+  float* o = out + r0 * out_stride;
+  switch (n_rows - r0) {
+    case 1:
+      return RowTile<K, 1>(grp, nb, n_cols, xr, o, out_stride);
+    case 2:
+      return RowTile<K, 2>(grp, nb, n_cols, xr, o, out_stride);
+    case 3:
+      return RowTile<K, 3>(grp, nb, n_cols, xr, o, out_stride);
+    case 4:
+      return RowTile<K, 4>(grp, nb, n_cols, xr, o, out_stride);
+    case 5:
+      return RowTile<K, 5>(grp, nb, n_cols, xr, o, out_stride);
+    case 6:
+      return RowTile<K, 6>(grp, nb, n_cols, xr, o, out_stride);
+    case 7:
+      return RowTile<K, 7>(grp, nb, n_cols, xr, o, out_stride);
+    default:
+      return;
+  }
+}
+
+}  // namespace
+
+PackedFn Avx512Packed(DType t) {
+  switch (t) {
+    case DType::Q4_K:
+      return Packed<Q4K>;
+    case DType::Q6_K:
+      return Packed<Q6K>;
+    case DType::Q8_0:
+      return Packed<Q80>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace lockstep::quant::detail

@@ -1,0 +1,106 @@
+// Packing weight matrices into 16-row groups (quant/packed.h) and the run-time choice of the
+// packed kernels.
+#include "quant/packed.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+#include "quant/dot_internal.h"
+
+namespace lockstep::quant {
+namespace {
+
+// Byte offset within a GGUF block of each dword the type's packed kernel reads (every dword a
+// kernel needs, in the order it reads them; see dot_packed_avx512.cpp).
+struct DwordMap {
+  int block_bytes = 0;
+  int n_dwords = 0;
+  int Offset(DType t, int m) const {
+    switch (t) {
+      case DType::Q6_K:  // ql, qh and scales whole; d is the high half of the dword at 206
+        return m < 52 ? 4 * m : 206;
+      case DType::Q8_0:  // d (low half of the dword at 0), then the 32 levels from byte 2
+        return m == 0 ? 0 : 2 + 4 * (m - 1);
+      default:  // Q4_K: the block's 36 dwords as they are
+        return 4 * m;
+    }
+  }
+};
+
+DwordMap MapOf(DType t) {
+  switch (t) {
+    case DType::Q4_K:
+      return {144, 36};
+    case DType::Q6_K:
+      return {210, 53};
+    case DType::Q8_0:
+      return {34, 9};
+    default:
+      return {};
+  }
+}
+
+detail::PackedFn KernelFor(DType t) {
+  return CpuIsa() == Isa::kAvx512 ? detail::Avx512Packed(t) : nullptr;
+}
+
+void FreeAligned(uint8_t* p) {
+  std::free(p);
+}
+
+}  // namespace
+
+bool CanPack(DType t) {
+  return KernelFor(t) != nullptr;
+}
+
+int64_t PackedMinRows(DType t) {
+  return t == DType::Q6_K ? 4 : 1;
+}
+
+std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
+                                   int64_t k) {
+  const DwordMap map = MapOf(t);
+  const int64_t elems = Info(t).block_size;
+  if (!CanPack(t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
+  const int64_t nb = k / elems;
+  CHECKF(row_bytes == static_cast<size_t>(nb * map.block_bytes), "Pack: {} rows of {} bytes",
+         Name(t), row_bytes);
+  auto m = std::make_unique<PackedMatrix>();
+  m->type_ = t;
+  m->n_rows_ = n_rows;
+  m->k_ = k;
+  const size_t block_bytes = static_cast<size_t>(map.n_dwords) * 4 * kPackedCols;
+  m->group_bytes_ = block_bytes * static_cast<size_t>(nb);
+  const size_t total = m->group_bytes_ * static_cast<size_t>(m->n_groups());
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+  CHECKF(data != nullptr, "Pack: out of memory for {} bytes", total);
+  m->data_ = {data, FreeAligned};
+  const auto* src = static_cast<const uint8_t*>(w);
+  for (int64_t g = 0; g < m->n_groups(); ++g)
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* dst = data + static_cast<size_t>(g) * m->group_bytes_ + b * block_bytes;
+      for (int c = 0; c < kPackedCols; ++c) {
+        const int64_t row = std::min<int64_t>(g * kPackedCols + c, n_rows - 1);
+        const uint8_t* blk = src + row * row_bytes + b * map.block_bytes;
+        for (int d = 0; d < map.n_dwords; ++d)
+          std::memcpy(dst + (d * kPackedCols + c) * 4, blk + map.Offset(t, d), 4);
+      }
+    }
+  return m;
+}
+
+void DotPacked(const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x, int64_t n_rows,
+               float* out, int64_t out_stride) {
+  CHECKF(g >= 0 && g < m.n_groups() && n_cols >= 1 && n_cols <= kPackedCols && n_rows >= 1,
+         "DotPacked: group {} of {}, {} columns, {} rows", g, m.n_groups(), n_cols, n_rows);
+  CHECKF(x[0].wtype == m.type() && x[0].n == m.k(), "DotPacked: rows prepared for {} x {}",
+         Name(x[0].wtype), x[0].n);
+  const detail::PackedFn f = KernelFor(m.type());
+  CHECKF(f != nullptr, "DotPacked: no kernel for {}", Name(m.type()));
+  f(m.group(g), m.k() / Info(m.type()).block_size, n_cols, x, n_rows, out, out_stride);
+}
+
+}  // namespace lockstep::quant

@@ -1,0 +1,167 @@
+// Packed weights (quant/packed.h) must give DotRow's bits for every packed type, any number of
+// activation rows, every column count of a group, and any number of blocks; whole matmuls through
+// the CPU backend with packed weights must equal DotRow element by element on 1-3 threads; and
+// the comparison must catch a packing that moves one row (negative control).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "quant/packed.h"
+#include "quant/quant.h"
+#include "testing/matmul_reference.h"
+#include "testing/quant_weights.h"
+#include "testing/random.h"
+
+namespace lockstep::quant {
+namespace {
+
+const DType kPackedTypes[] = {DType::Q4_K, DType::Q6_K, DType::Q8_0};
+
+std::vector<uint8_t> Matrix(DType t, int64_t rows, int64_t n, uint32_t seed) {
+  std::vector<uint8_t> w;
+  for (int64_t c = 0; c < rows; ++c) {
+    const auto row = testing::RandomWeights(t, n, seed + static_cast<uint32_t>(c));
+    w.insert(w.end(), row.begin(), row.end());
+  }
+  return w;
+}
+
+std::vector<PreparedRow> Prepared(DType t, int64_t rows, int64_t n, uint32_t seed) {
+  std::vector<PreparedRow> p(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto x = testing::GaussianRow(n, seed + static_cast<uint32_t>(r));
+    PrepareRow(t, x.data(), n, &p[r]);
+  }
+  return p;
+}
+
+// y[r * n_out + j] = DotRow(weight row j, x[r]).
+std::vector<float> Reference(const std::vector<uint8_t>& w, int64_t n_out,
+                             const std::vector<PreparedRow>& x) {
+  const size_t row_bytes = w.size() / n_out;
+  std::vector<float> y(x.size() * n_out);
+  for (size_t r = 0; r < x.size(); ++r)
+    for (int64_t j = 0; j < n_out; ++j) y[r * n_out + j] = DotRow(w.data() + j * row_bytes, x[r]);
+  return y;
+}
+
+// The same through the packed kernel, one group at a time (its last group partly filled).
+std::vector<float> Packed(const PackedMatrix& m, const std::vector<PreparedRow>& x) {
+  const int64_t n_out = m.n_rows(), rows = static_cast<int64_t>(x.size());
+  std::vector<float> y(static_cast<size_t>(rows * n_out), -1.0f);
+  for (int64_t g = 0; g < m.n_groups(); ++g) {
+    const int cols = static_cast<int>(std::min<int64_t>(kPackedCols, n_out - g * kPackedCols));
+    DotPacked(m, g, cols, x.data(), rows, y.data() + g * kPackedCols, n_out);
+  }
+  return y;
+}
+
+int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
+  int d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += testing::FloatBits(a[i]) != testing::FloatBits(b[i]);
+  return d;
+}
+
+#define SKIP_WITHOUT_PACKED_KERNELS()                                            \
+  if (!CanPack(DType::Q4_K))                                                     \
+  GTEST_SKIP() << "no packed kernels at this CPU's level (" << IsaName(CpuIsa()) \
+               << "; they need AVX-512 with VNNI)"
+
+// 1-20, 33 and 64 activation rows (the 8-row register tiles and their leftovers); 1, 3, 9 and
+// 17 blocks (Acc8's partials wrap); 5, 16, 37 weight rows (partial and whole groups).
+TEST(QuantPacked, EqualsDotRowBitForBit) {
+  SKIP_WITHOUT_PACKED_KERNELS();
+  std::vector<int64_t> row_counts = {33, 64};
+  for (int64_t r = 1; r <= 20; ++r) row_counts.push_back(r);
+  for (DType t : kPackedTypes) {
+    SCOPED_TRACE(std::string(Name(t)));
+    ASSERT_TRUE(CanPack(t));
+    const int64_t block = Info(t).block_size;
+    for (int64_t blocks : {1, 3, 9, 17}) {
+      const int64_t n = block * blocks;
+      for (int64_t n_out : {5, 16, 37}) {
+        const auto w = Matrix(t, n_out, n, static_cast<uint32_t>(10 * blocks + n_out));
+        const auto m = Pack(t, w.data(), RowBytes(t, n), n_out, n);
+        ASSERT_NE(m, nullptr);
+        for (int64_t rows : row_counts) {
+          const auto x = Prepared(t, rows, n, static_cast<uint32_t>(1000 + rows));
+          EXPECT_EQ(CountDiffering(Packed(*m, x), Reference(w, n_out, x)), 0)
+              << "n=" << n << " rows=" << rows << " n_out=" << n_out;
+        }
+      }
+    }
+  }
+}
+
+// Whole matmuls through the CPU backend with a packed weight (PrepareWeight packs it): column
+// blocks over 1-3 threads, MatMuls, row passes of the 8192-wide case, and the row-by-row
+// baseline (tiles off) all equal DotRow per element.
+TEST(QuantPacked, BackendMatMulEqualsDotRow) {
+  SKIP_WITHOUT_PACKED_KERNELS();
+  constexpr int64_t kOut = 37;
+  struct Case {
+    DType t;
+    int64_t n;
+    std::vector<int64_t> rows;
+  };
+  const Case cases[] = {{DType::Q4_K, 768, {1, 2, 5, 9, 17}},
+                        {DType::Q6_K, 768, {1, 3, 8, 16}},
+                        {DType::Q8_0, 288, {1, 4, 11}},
+                        {DType::Q4_K, 8192, {1, 129}}};
+  for (const Case& k : cases) {
+    const auto wbytes = Matrix(k.t, kOut, k.n, 5);
+    for (int threads : {1, 2, 3}) {
+      backend::CpuBackend be(threads);
+      const backend::Weight w = be.PrepareWeight(testing::HostWeight(k.t, k.n, kOut, wbytes));
+      ASSERT_NE(w.packed, nullptr) << Name(k.t);
+      for (int64_t rows : k.rows) {
+        const auto xh = testing::GaussianRow(rows * k.n, static_cast<uint32_t>(rows));
+        std::vector<PreparedRow> px(static_cast<size_t>(rows));
+        for (int64_t r = 0; r < rows; ++r) PrepareRow(k.t, xh.data() + r * k.n, k.n, &px[r]);
+        const auto want = Reference(wbytes, kOut, px);
+        backend::Tensor x = be.NewTensor(rows, k.n), y = be.NewTensor(rows, kOut),
+                        y2 = be.NewTensor(rows, kOut), y3 = be.NewTensor(rows, kOut);
+        be.FromHost(xh, &x);
+        be.MatMul(w, x, &y);
+        const backend::Backend::MatMulOut outs[] = {{&w, &y2}};
+        be.MatMuls(x, outs);
+        be.set_quant_tiles(false);
+        be.MatMul(w, x, &y3);
+        be.set_quant_tiles(true);
+        std::vector<float> got, got2, got3;
+        be.ToHost(y, &got);
+        be.ToHost(y2, &got2);
+        be.ToHost(y3, &got3);
+        const std::string where = std::string(Name(k.t)) + " n=" + std::to_string(k.n) +
+                                  " threads=" + std::to_string(threads) +
+                                  " rows=" + std::to_string(rows);
+        EXPECT_EQ(CountDiffering(got, want), 0) << where;
+        EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << where;
+        EXPECT_EQ(CountDiffering(got3, want), 0) << "row by row " << where;
+      }
+    }
+  }
+}
+
+// A packing whose group holds one weight row in another lane (rows 3 and 4 swapped) gives
+// those two columns each other's results: the comparison above catches it, for every type.
+TEST(QuantPacked, NegativeControlSwappedRowsDiffer) {
+  SKIP_WITHOUT_PACKED_KERNELS();
+  for (DType t : kPackedTypes) {
+    const int64_t n = 3 * Info(t).block_size, n_out = 16, rows = 5;
+    const size_t rb = RowBytes(t, n);
+    const auto w = Matrix(t, n_out, n, 90);
+    auto swapped = w;
+    std::copy(w.begin() + 3 * rb, w.begin() + 4 * rb, swapped.begin() + 4 * rb);
+    std::copy(w.begin() + 4 * rb, w.begin() + 5 * rb, swapped.begin() + 3 * rb);
+    const auto m = Pack(t, swapped.data(), rb, n_out, n);
+    const auto x = Prepared(t, rows, n, 91);
+    const auto got = Packed(*m, x), want = Reference(w, n_out, x);
+    EXPECT_EQ(CountDiffering(got, want), 2 * rows) << Name(t);
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::quant
