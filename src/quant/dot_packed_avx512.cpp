@@ -291,6 +291,16 @@ void Packed(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, in
 
 }  // namespace
 
+void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,
+                     int64_t nb, uint8_t* dst) {
+  const __m512i index = _mm512_loadu_si512(row_offset);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = rows + b * layout.block_bytes;
+    for (int m = 0; m < layout.n_dwords; ++m, dst += 64)
+      _mm512_store_si512(dst, _mm512_i32gather_epi32(index, blk + layout.offset[m], 1));
+  }
+}
+
 PackedFn Avx512Packed(DType t) {
   switch (t) {
     case DType::Q4_K:

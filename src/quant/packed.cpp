@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "core/check.h"
 #include "quant/dot_internal.h"
 
@@ -61,7 +63,7 @@ int64_t PackedMinRows(DType t) {
 }
 
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
-                                   int64_t k) {
+                                   int64_t k, ThreadPool* pool) {
   const DwordMap map = MapOf(t);
   const int64_t elems = Info(t).block_size;
   if (!CanPack(t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
@@ -75,20 +77,35 @@ std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int
   const size_t block_bytes = static_cast<size_t>(map.n_dwords) * 4 * kPackedCols;
   m->group_bytes_ = block_bytes * static_cast<size_t>(nb);
   const size_t total = m->group_bytes_ * static_cast<size_t>(m->n_groups());
-  auto* data = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+  // 2 MiB-aligned and advised as huge pages: a fault and a TLB entry per 2 MiB instead of per
+  // 4 KiB (d17b Q4_K_M: 1 GiB packed at load).
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t align = total >= kHuge ? kHuge : 64;
+  const size_t alloc = (total + align - 1) / align * align;
+  auto* data = static_cast<uint8_t*>(std::aligned_alloc(align, alloc));
   CHECKF(data != nullptr, "Pack: out of memory for {} bytes", total);
+  if (align == kHuge) madvise(data, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
   m->data_ = {data, FreeAligned};
+  detail::PackLayout layout;
+  layout.n_dwords = map.n_dwords;
+  layout.block_bytes = map.block_bytes;
+  for (int d = 0; d < map.n_dwords; ++d) layout.offset[d] = map.Offset(t, d);
   const auto* src = static_cast<const uint8_t*>(w);
-  for (int64_t g = 0; g < m->n_groups(); ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* dst = data + static_cast<size_t>(g) * m->group_bytes_ + b * block_bytes;
-      for (int c = 0; c < kPackedCols; ++c) {
-        const int64_t row = std::min<int64_t>(g * kPackedCols + c, n_rows - 1);
-        const uint8_t* blk = src + row * row_bytes + b * map.block_bytes;
-        for (int d = 0; d < map.n_dwords; ++d)
-          std::memcpy(dst + (d * kPackedCols + c) * 4, blk + map.Offset(t, d), 4);
-      }
+  const size_t group_bytes = m->group_bytes_;
+  auto pack_groups = [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      int32_t row_offset[kPackedCols];  // from the group's first row (the last one repeats)
+      for (int c = 0; c < kPackedCols; ++c)
+        row_offset[c] = static_cast<int32_t>(std::min<int64_t>(c, n_rows - 1 - g * kPackedCols) *
+                                             static_cast<int64_t>(row_bytes));
+      detail::Avx512PackGroup(src + g * kPackedCols * row_bytes, row_offset, layout, nb,
+                              data + static_cast<size_t>(g) * group_bytes);
     }
+  };
+  if (pool)
+    pool->ParallelFor(m->n_groups(), 16, pack_groups);
+  else
+    pack_groups(0, m->n_groups());
   return m;
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/dtype.h"
+#include "core/threadpool.h"
 #include "quant/quant.h"
 
 namespace lockstep::quant {
@@ -33,7 +34,8 @@ class PackedMatrix {
   }
 
  private:
-  friend std::unique_ptr<PackedMatrix> Pack(DType, const void*, size_t, int64_t, int64_t);
+  friend std::unique_ptr<PackedMatrix> Pack(DType, const void*, size_t, int64_t, int64_t,
+                                            ThreadPool*);
   DType type_ = DType::F32;
   int64_t n_rows_ = 0, k_ = 0;
   size_t group_bytes_ = 0;
@@ -48,8 +50,9 @@ bool CanPack(DType t);
 int64_t PackedMinRows(DType t);
 // The packed copy of `n_rows` rows of `row_bytes` bytes (k elements each) of type `t`, or null
 // when CanPack(t) is false or k is not a whole number of blocks.
+// `pool`, when given, packs groups on its threads (the same bytes).
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
-                                   int64_t k);
+                                   int64_t k, ThreadPool* pool = nullptr);
 
 // out[r * out_stride + c] = DotRow(row 16 g + c, x[r]) for r < n_rows and c < n_cols
 // (1..kPackedCols), bit for bit, for any n_rows >= 1. Every x[r] is prepared for the matrix's

@@ -65,7 +65,7 @@ Weight CpuBackend::PrepareWeight(Weight host_view) {
   // embedding) and for the row-by-row baseline path.
   Weight& w = host_view;
   if (w.use == WeightUse::kMatMul && w.ne.size() == 2 && quant::CanPack(w.type))
-    w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0]);
+    w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0], &pool_);
   return host_view;
 }
 

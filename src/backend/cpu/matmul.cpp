@@ -147,10 +147,12 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
   // across the batch and several dot chains run at once. A matrix too large to stay in cache
   // streams from memory, which some levels read faster in fewer rows a call (matvec_bench, K
   // 2048, 2 Zen 4 threads, AVX-512 one row a call: Q4_K 20.7 -> 28.0 GB/s, Q6_K 19.6 -> 37.8,
-  // Q8_0 23.9 -> 45.7), while in-cache matrices run faster four at a time. The same bits.
-  const int64_t group = w.row_bytes * static_cast<size_t>(n_out) > kStreamedWeightBytes
-                            ? quant::StreamedDotCols()
-                            : quant::kMaxDotCols;
+  // Q8_0 23.9 -> 45.7), while in-cache matrices run faster four at a time. With several
+  // activation rows the group's weight rows are reused from L1 across them, so they go four at
+  // a time whatever the size. The same bits.
+  const bool streamed =
+      n_rows == 1 && w.row_bytes * static_cast<size_t>(n_out) > kStreamedWeightBytes;
+  const int64_t group = streamed ? quant::StreamedDotCols() : quant::kMaxDotCols;
   const void* ws[quant::kMaxDotCols];
   float out[quant::kMaxDotCols];
   for (int64_t j0 = b * kBlock; j0 < j_end; j0 += group) {
