@@ -247,6 +247,38 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
   }
 }
 
+// AddWeightedRows against the scalar loop it defines (each product rounded, added in row
+// order), for lengths around the 32- and 8-element steps; a fused multiply-add or the rows
+// added in reverse differ (negative controls: the comparison sees the order).
+TEST(QuantDot, AddWeightedRowsEqualsScalarOrderBitForBit) {
+  for (int64_t n : {5, 8, 40, 256, 512, 1003}) {
+    for (int n_rows : {1, 3, 16}) {
+      std::vector<std::vector<float>> rows;
+      std::vector<const float*> ptrs;
+      for (int t = 0; t < n_rows; ++t) rows.push_back(testing::GaussianRow(n, 500 + t));
+      for (const auto& r : rows) ptrs.push_back(r.data());
+      const auto w = testing::GaussianRow(n_rows, 600);
+      auto acc = testing::GaussianRow(n, 700);
+      auto want = acc, fused = acc, reversed = acc;
+      AddWeightedRows(ptrs.data(), w.data(), n_rows, n, acc.data());
+      for (int64_t i = 0; i < n; ++i) {
+        for (int t = 0; t < n_rows; ++t) {
+          const float prod = w[t] * rows[t][i];
+          want[i] = want[i] + prod;
+          fused[i] = std::fma(w[t], rows[t][i], fused[i]);
+          reversed[i] = reversed[i] + w[n_rows - 1 - t] * rows[n_rows - 1 - t][i];
+        }
+        ASSERT_EQ(testing::FloatBits(acc[i]), testing::FloatBits(want[i]))
+            << "n=" << n << " rows=" << n_rows << " i=" << i;
+      }
+      if (n >= 256 && n_rows == 16) {
+        EXPECT_NE(std::memcmp(fused.data(), want.data(), 4 * n), 0);
+        EXPECT_NE(std::memcmp(reversed.data(), want.data(), 4 * n), 0);
+      }
+    }
+  }
+}
+
 // Negative control for the bit comparison: a kernel with another block order differs.
 TEST(QuantDot, DifferentOrderChangesBits) {
   const int64_t n = 4096;

@@ -230,6 +230,12 @@ void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, fl
   for (int c = 0; c < n_cols; ++c) out[c] = DotF32(a[c], b, n);
 }
 
+void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc) {
+  if (CpuIsa() >= Isa::kAvx2) return detail::AddWeightedRowsAvx2(rows, w, n_rows, n, acc);
+  for (int t = 0; t < n_rows; ++t)
+    for (int64_t i = 0; i < n; ++i) acc[i] += w[t] * rows[t][i];
+}
+
 void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {
   CHECKF(CpuHasIsa(isa), "dot: this CPU lacks {}", IsaName(isa));
   RunCols(Kernels().For(isa, x.wtype), w_rows, n_cols, x, out);

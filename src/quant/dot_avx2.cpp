@@ -254,6 +254,30 @@ void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n
   }
 }
 
+void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
+                         float* acc) {
+  int64_t i = 0;
+  // 32 elements (4 registers) at a time, every row's product added in row order.
+  for (; i + 32 <= n; i += 32) {
+    __m256 a[4];
+    for (int j = 0; j < 4; ++j) a[j] = _mm256_loadu_ps(acc + i + 8 * j);
+    for (int t = 0; t < n_rows; ++t) {
+      const __m256 wt = _mm256_set1_ps(w[t]);
+      for (int j = 0; j < 4; ++j)
+        a[j] = _mm256_add_ps(a[j], _mm256_mul_ps(wt, _mm256_loadu_ps(rows[t] + i + 8 * j)));
+    }
+    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(acc + i + 8 * j, a[j]);
+  }
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_loadu_ps(acc + i);
+    for (int t = 0; t < n_rows; ++t)
+      a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(rows[t] + i)));
+    _mm256_storeu_ps(acc + i, a);
+  }
+  for (; i < n; ++i)
+    for (int t = 0; t < n_rows; ++t) acc[i] += w[t] * rows[t][i];
+}
+
 Kernel Avx2Kernel(DType t) {
   switch (t) {
     case DType::F32:

@@ -60,6 +60,9 @@ void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackL
                      int64_t nb, uint8_t* dst);
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
+// AddWeightedRows on AVX2 (dot_avx2.cpp): the accumulator stays in registers across the rows.
+void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
+                         float* acc);
 
 // Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
 // AVX-encoded out-of-line copy can be picked by the linker for portable callers.

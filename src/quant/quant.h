@@ -85,5 +85,9 @@ float DotF32(const float* a, const float* b, int64_t n);
 // out[c] = DotF32(a[c], b, n) for c < n_cols (1..kMaxDotCols), bit for bit, with the best
 // kernel this CPU has (attention scores: several keys against one query).
 void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
+// acc[i] = (...((acc[i] + w[0] * rows[0][i]) + w[1] * rows[1][i]) ...) + w[n_rows-1] *
+// rows[n_rows-1][i] for i < n: each product rounded, then added in row order (no fused
+// multiply-add), the same bits on every level (attention's weighted sum of value rows).
+void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc);
 
 }  // namespace lockstep::quant

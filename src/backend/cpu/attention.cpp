@@ -48,6 +48,9 @@ const float* HeadF32(const void* base, DType t, int64_t width, int64_t row, int6
   return scratch;
 }
 
+// Value rows added per AddWeightedRows call.
+constexpr int kValueTile = 16;
+
 bool CacheType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
@@ -93,16 +96,16 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
   work *= n_head;
   const int64_t items = q.rows() * n_head;
   const int64_t grain = work < (1 << 15) ? items : 1;
-  // Per worker: scores, accumulator, up to kMaxDotCols converted keys, one converted value.
+  // Per worker: scores, accumulator, up to kValueTile converted keys or values.
+  static_assert(kValueTile >= quant::kMaxDotCols);
   const size_t need = static_cast<size_t>(max_keys) +
-                      static_cast<size_t>(2 + quant::kMaxDotCols) * static_cast<size_t>(head_dim);
+                      static_cast<size_t>(1 + kValueTile) * static_cast<size_t>(head_dim);
   for (auto& s : attn_scratch_)
     if (s.size() < need) s.resize(need);
   const auto body = [&](int worker, int64_t b, int64_t e) {
     float* scores = attn_scratch_[static_cast<size_t>(worker)].data();
     float* acc = scores + max_keys;
-    float* kbuf = acc + head_dim;
-    float* vbuf = kbuf + static_cast<int64_t>(quant::kMaxDotCols) * head_dim;
+    float* kbuf = acc + head_dim;  // kValueTile rows of head_dim: converted keys, then values
     for (int64_t i = b; i < e; ++i) {
       const int64_t r = i / n_head;
       const int h = static_cast<int>(i % n_head);
@@ -132,11 +135,16 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
         scores[j] = std::exp(scores[j] - mx);
         sum += scores[j];
       }
+      // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sum stays in
+      // registers across a tile; the order per element is the same).
       std::fill(acc, acc + head_dim, 0.0f);
-      for (int t = lo; t <= p; ++t) {
-        const float* vh = HeadF32(kv.v, kv.type_v, kv.v_width, kv.Row(seq, t), col, head_dim, vbuf);
-        const float pr = scores[t - lo];
-        for (int d = 0; d < head_dim; ++d) acc[d] += pr * vh[d];
+      for (int t0 = lo; t0 <= p; t0 += kValueTile) {
+        const int nv = std::min(kValueTile, p - t0 + 1);
+        const float* vs[kValueTile];
+        for (int c = 0; c < nv; ++c)
+          vs[c] = HeadF32(kv.v, kv.type_v, kv.v_width, kv.Row(seq, t0 + c), col, head_dim,
+                          kbuf + static_cast<int64_t>(c) * head_dim);
+        quant::AddWeightedRows(vs, &scores[t0 - lo], nv, head_dim, acc);
       }
       float* o = out->row(r) + static_cast<int64_t>(h) * head_dim;
       const float inv = 1.0f / sum;
