@@ -5,8 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "backend/activations.h"
+#include "backend/cpu/activation_rows.h"
+#include "quant/quant.h"
 
 namespace lockstep::backend {
 namespace {
@@ -61,6 +64,47 @@ TEST(Activations, NegativeControlFloatFormulaFails) {
   const double err =
       MaxAbsError([](float x) { return 1.0f - 2.0f / (std::exp(2.0f * x) + 1.0f); }, 2.0);
   EXPECT_GT(err, 3.1e-8);
+}
+
+// Inputs for the row kernels: a dense sweep of [-12, 12], tiny and huge magnitudes, signed
+// zeros, infinities and a NaN.
+std::vector<float> RowInputs() {
+  std::vector<float> x;
+  for (int i = -120000; i <= 120000; ++i) x.push_back(static_cast<float>(i) * 1e-4f);
+  for (float v : {1e-38f, 1e-30f, 1e-7f, 0.125f, 0.12499999f, 9.999999f, 10.0f, 88.0f, 3e38f})
+    x.insert(x.end(), {v, -v});
+  const float inf = std::numeric_limits<float>::infinity();
+  x.insert(x.end(), {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
+  while (x.size() % 4 != 3) x.push_back(0.5f);  // leaves a tail for the scalar loop
+  return x;
+}
+
+bool SameBits(float a, float b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// The rows (AVX2 where the CPU has it) equal GeluTanh(g) * u and cap * Tanh(x / cap) bit for bit;
+// a GELU with its cubic term fused (std::fma) differs somewhere (negative control).
+TEST(ActivationRows, EqualTheScalarFunctionsBitForBit) {
+  if (!quant::CpuHasIsa(quant::Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU (scalar only)";
+  const std::vector<float> x = RowInputs();
+  std::vector<float> up(x.size()), out(x.size()), capped(x.size());
+  for (size_t i = 0; i < x.size(); ++i) up[i] = 1.0f + static_cast<float>(i % 7) * 0.25f;
+  const int64_t n = static_cast<int64_t>(x.size());
+  detail::GeluMulRowAvx2(x.data(), up.data(), out.data(), n / 4 * 4);
+  detail::SoftcapRowAvx2(x.data(), 30.0f, capped.data(), n / 4 * 4);
+  GeluMulRow(x.data() + n / 4 * 4, up.data() + n / 4 * 4, out.data() + n / 4 * 4, n % 4);
+  SoftcapRow(x.data() + n / 4 * 4, 30.0f, capped.data() + n / 4 * 4, n % 4);
+  int fused_differs = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(SameBits(out[i], GeluTanh(x[i]) * up[i])) << "gelu x=" << x[i];
+    ASSERT_TRUE(SameBits(capped[i], 30.0f * Tanh(x[i] / 30.0f))) << "softcap x=" << x[i];
+    const float k = 0.7978845608028654f;
+    const float fused =
+        0.5f * x[i] * (1.0f + Tanh(k * std::fma(0.044715f * x[i] * x[i], x[i], x[i]))) * up[i];
+    fused_differs += !SameBits(fused, out[i]) && !std::isnan(out[i]);
+  }
+  EXPECT_GT(fused_differs, 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backend/activations.h"
+#include "backend/cpu/activation_rows.h"
 #include "backend/cpu/matmul_rows.h"
 #include "core/check.h"
 #include "quant/packed.h"
@@ -146,10 +147,7 @@ void CpuBackend::GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up,
                          int64_t width, Tensor* y) {
   CHECK(y->cols() == width && gate.rows() == up.rows() && y->rows() == gate.rows());
   ForSpans(pool_, gate.rows(), width, [&](int64_t r, int64_t b, int64_t e) {
-    const float* g = gate.row(r) + gate_col;
-    const float* u = up.row(r) + up_col;
-    float* o = y->row(r);
-    for (int64_t i = b; i < e; ++i) o[i] = GeluTanh(g[i]) * u[i];
+    GeluMulRow(gate.row(r) + gate_col + b, up.row(r) + up_col + b, y->row(r) + b, e - b);
   });
 }
 
@@ -163,7 +161,7 @@ void CpuBackend::Gelu(const Tensor& x, Tensor* y) {
 void CpuBackend::Softcap(const Tensor& x, float c, Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols());
   ForSpans(pool_, x.rows(), x.cols(), [&](int64_t r, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y->row(r)[i] = c * Tanh(x.row(r)[i] / c);
+    SoftcapRow(x.row(r) + b, c, y->row(r) + b, e - b);
   });
 }
 

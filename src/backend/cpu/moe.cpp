@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "backend/activations.h"
+#include "backend/cpu/activation_rows.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "quant/quant.h"
@@ -42,8 +43,8 @@ int64_t Grain(int64_t work_per_task) {
 
 }  // namespace
 
-void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type,
-                          int n_used, const float* scale) {
+void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type, int n_used,
+                          const float* scale) {
   const int n_expert = static_cast<int>(router_logits.cols());
   pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
     WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
@@ -100,7 +101,7 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
     float* act = worker_[static_cast<size_t>(worker)].act.data();
     for (int64_t s = b; s < e; ++s) {
       const float* hid = moe_.hid.data() + s * 2 * n_ff;
-      for (int64_t j = 0; j < n_ff; ++j) act[j] = GeluTanh(hid[j]) * hid[n_ff + j];
+      GeluMulRow(hid, hid + n_ff, act, n_ff);
       quant::PrepareRow(down.type, act, n_ff, &moe_.xact[s]);
     }
   });
