@@ -45,6 +45,8 @@ def reverse_edits(min_rows):
     ]
 
 
+ACT_ROWS = "src/backend/cpu/activation_rows_avx2.cpp"
+
 SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
 
 # name -> (file, [(old, new), ...], gtest filter expected to kill it, what it breaks)
@@ -99,6 +101,10 @@ MUTANTS = {
          "  auto consider = [&](int32_t i) {\n"),
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
         "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
+    "gelu_rows_reassociated": (ACT_ROWS, [(
+        "_mm_mul_ps(_mm_mul_ps(_mm_mul_ps(c, x), x), x)",
+        "_mm_mul_ps(c, _mm_mul_ps(_mm_mul_ps(x, x), x))")],
+        "ActivationRows.*", "the AVX2 GELU rows multiply in another order than the scalar GELU"),
     "compare_exit_always_zero": (CLI_COMMON, [(
         "plain.begin(), plain.end()) ? 0 : 1;", "plain.begin(), plain.end()) ? 0 : 0;")],
         "GenerateCli.Compare*", "generate --compare exits 0 when speculative and plain differ"),
