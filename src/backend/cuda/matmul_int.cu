@@ -15,13 +15,6 @@ namespace {
 constexpr int kColsPerBlock = 8;  // warps per block, one output column each
 constexpr int kMaxRows = 8;
 
-// quant/dot.cpp's RoundHalfAway: truncate, then step away from zero on a remainder of a half.
-__device__ __forceinline__ int RoundHalfAway(float v) {
-  const int t = __float2int_rz(v);
-  const float f = __fsub_rn(v, __int2float_rn(t));
-  return t + (f >= 0.5f) - (f <= -0.5f);
-}
-
 // One warp per activation block of B elements (B / 32 per lane): quant::QuantizeQ8Block, and for
 // B = 256 the 16-level sums (PrepareQ8x256).
 template <int B>
@@ -61,33 +54,13 @@ __global__ void QuantizeRowsKernel(const float* __restrict__ x, int64_t n_blocks
   }
 }
 
-// The device layout behind an `act` scratch of IntActivationBytes: levels, then scales, then
-// 16-level sums, each 16-byte aligned.
-struct ActLayout {
-  size_t q_bytes, d_bytes, bsum_bytes;
-  ActLayout(int elems, int64_t rows, int64_t k)
-      : q_bytes(Align(static_cast<size_t>(rows * k))),
-        d_bytes(Align(static_cast<size_t>(rows * (k / elems)) * sizeof(float))),
-        bsum_bytes(elems == 256 ? Align(static_cast<size_t>(rows * (k / 16)) * sizeof(int16_t))
-                                : 0) {}
-  static size_t Align(size_t n) { return (n + 15) & ~size_t{15}; }
-  size_t total() const { return q_bytes + d_bytes + bsum_bytes; }
-  ActRows View(void* act, int64_t k) const {
-    auto* base = static_cast<uint8_t*>(act);
-    return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + q_bytes),
-            reinterpret_cast<const int16_t*>(base + q_bytes + d_bytes), k};
-  }
-};
-
 template <class F>
 ActRows QuantizeRows(const float* x, int64_t rows, int64_t k, void* act, cudaStream_t stream) {
   const ActLayout lay(F::kElems, rows, k);
-  auto* base = static_cast<uint8_t*>(act);
   const int64_t n_blocks = rows * (k / F::kElems);
   constexpr int kWarps = 8;
   QuantizeRowsKernel<F::kElems><<<CeilDiv(n_blocks, kWarps), kWarps * kWarp, 0, stream>>>(
-      x, n_blocks, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + lay.q_bytes),
-      reinterpret_cast<int16_t*>(base + lay.q_bytes + lay.d_bytes));
+      x, n_blocks, lay.Q(act), lay.D(act), lay.Bsum(act));
   LS_CUDA_LAUNCHED();
   return lay.View(act, k);
 }
@@ -274,6 +247,10 @@ size_t IntActivationBytes(DType t, int64_t rows, int64_t k) {
   return bytes;
 }
 
+size_t ActivationBytes(int block, int64_t rows, int64_t k) {
+  return block == 0 ? 0 : ActLayout(block, rows, k).total();
+}
+
 int IntActivationBlock(DType t) {
   int elems = 0;
   DispatchIntFormat(t, [&](auto f) { elems = decltype(f)::kElems; });
@@ -332,7 +309,7 @@ void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t st
     LS_CUDA_REQUIRE(m.k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
                     static_cast<long long>(m.k), static_cast<int>(m.type));
     const int64_t x_rows = (m.tasks + m.x_div - 1) / m.x_div;
-    const ActRows xq = QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
+    const ActRows xq = m.xq ? *m.xq : QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
     if (m.tiles && m.tasks >= kMmaMinRows &&
         LaunchIntMmaGrouped(m, m.n_expert, xq, m.tiles, stream))
       return;
