@@ -63,7 +63,8 @@ std::vector<uint8_t> ActBytes(const void* act, int block, int64_t rows, int64_t 
 }
 
 // A weight [n, k] (or [k, n, experts]) of `type` from Gaussian rows, its bytes kept in `bytes`.
-Weight QuantWeight(DType type, std::vector<int64_t> ne, uint32_t seed, std::vector<uint8_t>* bytes) {
+Weight QuantWeight(DType type, std::vector<int64_t> ne, uint32_t seed,
+                   std::vector<uint8_t>* bytes) {
   const int64_t k = ne[0];
   int64_t n = 1;
   for (size_t i = 1; i < ne.size(); ++i) n *= ne[i];
@@ -130,9 +131,8 @@ TEST_F(CudaNormQuant, FusedNormQuantizeEqualsNormThenQuantize) {
               outs[o].quant = {b, act[o]};
             }
           }
-          EXPECT_TRUE(cu::LaunchRmsNorms(dx, 1e-6f, rows, cols,
-                                         std::span<const cu::RmsNormOut>(outs, bl.n_outs),
-                                         nullptr));
+          EXPECT_TRUE(cu::LaunchRmsNorms(
+              dx, 1e-6f, rows, cols, std::span<const cu::RmsNormOut>(outs, bl.n_outs), nullptr));
           for (int o = 0; o < bl.n_outs; ++o)
             if (!fused && act[o])
               cu::QuantizeActivations(type_of[blocks[o] == 256], dy[o], rows, cols, act[o],
@@ -154,7 +154,8 @@ TEST_F(CudaNormQuant, FusedNormQuantizeEqualsNormThenQuantize) {
         // Control: one element of the last row moved; every part now differs from the plain run.
         x[static_cast<size_t>((rows - 1) * cols + 7)] += 0.75f;
         const auto moved = run(x, true);
-        for (size_t i = 0; i < moved.size(); ++i) EXPECT_FALSE(moved[i] == plain[i]) << "part " << i;
+        for (size_t i = 0; i < moved.size(); ++i)
+          EXPECT_FALSE(moved[i] == plain[i]) << "part " << i;
       }
     }
   }

@@ -38,7 +38,9 @@ struct ActLayout {
   static size_t Align(size_t n) { return (n + 15) & ~size_t{15}; }
   size_t total() const { return q_bytes + d_bytes + bsum_bytes; }
   int8_t* Q(void* act) const { return static_cast<int8_t*>(act); }
-  float* D(void* act) const { return reinterpret_cast<float*>(static_cast<uint8_t*>(act) + q_bytes); }
+  float* D(void* act) const {
+    return reinterpret_cast<float*>(static_cast<uint8_t*>(act) + q_bytes);
+  }
   int16_t* Bsum(void* act) const {
     return reinterpret_cast<int16_t*>(static_cast<uint8_t*>(act) + q_bytes + d_bytes);
   }
