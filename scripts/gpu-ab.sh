@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 
 usage() {
   cat <<'USAGE'
-usage: scripts/gpu-ab.sh --base DIR --new DIR [--presets 26b-a4b,31b] [--reps 2] [--work DIR]
-                         [--engine]
+usage: scripts/gpu-ab.sh --base DIR --new DIR [--also NAME=DIR ...] [--presets 26b-a4b,31b]
+                         [--reps 2] [--work DIR] [--engine]
 
   --base DIR, --new DIR  directories holding each build's lockstep (in DIR or DIR/src); the new
                          one also cpu_compare_bench (and engine_bench for --engine)
+  --also NAME=DIR        a further build, run after new in each round (repeatable)
   --presets P            comma-separated shapes of cpu_compare_bench --write-preset
   --reps N               runs of each build per preset, alternating (default 2)
   --work DIR             where the model files are written, one at a time (default /tmp)
@@ -22,12 +23,13 @@ Needs a CUDA device.
 USAGE
 }
 
-base="" new="" presets=26b-a4b,31b reps=2 work=/tmp engine=0
+base="" new="" presets=26b-a4b,31b reps=2 work=/tmp engine=0 also=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --help | -h) usage; exit 0 ;;
     --base) base="$2"; shift ;;
     --new) new="$2"; shift ;;
+    --also) also+=("$2"); shift ;;
     --presets) presets="$2"; shift ;;
     --reps) reps="$2"; shift ;;
     --work) work="$2"; shift ;;
@@ -47,6 +49,11 @@ find_bin() {
 }
 writer=$(find_bin "$new" cpu_compare_bench)
 declare -A bin=([base]=$(find_bin "$base" lockstep) [new]=$(find_bin "$new" lockstep))
+builds=(base new)
+for a in "${also[@]}"; do
+  bin[${a%%=*}]=$(find_bin "${a#*=}" lockstep)
+  builds+=("${a%%=*}")
+done
 
 prompt=$(seq -s, 1000 1511)  # 512 token ids
 echo "| model | build | run | pp512 tok/s | tg128 tok/s | sha256 of the 128 ids |"
@@ -57,7 +64,7 @@ for preset in ${presets//,/ }; do
   "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
   hashes=()
   for ((rep = 1; rep <= reps; ++rep)); do
-    for build in base new; do
+    for build in "${builds[@]}"; do
       gen=$("${bin[$build]}" generate -m "$model" --device cuda --tokens "$prompt" -n 128 \
         --ignore-eos --json --no-hash --cache-type-k f16 --cache-type-v f16)
       row=$(python3 - "$preset" "$build" "$rep" "$gen" <<'PY'
