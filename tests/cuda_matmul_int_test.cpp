@@ -41,8 +41,8 @@ struct Case {
 
 // k = 2816 (Gemma 4 26B-A4B's width): 11 blocks of 256 or 88 of 32, neither a multiple of the
 // 8 partial sums nor of a warp's stride, so the tails are exercised.
-Case MakeCase(DType type, int64_t n, uint32_t seed) {
-  Case c{type, 2816, n, {}, {}};
+Case MakeCase(DType type, int64_t n, uint32_t seed, int64_t k = 2816) {
+  Case c{type, k, n, {}, {}};
   const size_t row_bytes = RowBytes(type, c.k);
   c.bytes.resize(row_bytes * static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) {
@@ -224,6 +224,69 @@ TEST_F(CudaIntMatMul, ExpertTasksMatchTheCpuDotBitForBit) {
               quant::DotRow(c.bytes.data() + (experts[t] * n_out + j) * c.view.row_bytes, prepared);
           ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(t * n_out + j)], &want, sizeof(float)), 0)
               << "task " << t << " output " << j;
+        }
+      }
+    }
+  }
+}
+
+// Expert tasks of short rows (the 704-wide down projections of 26B-A4B: one stripe of 32-element
+// blocks, where a warp takes several columns): widths of 2, 22, 23 and 32 blocks, and 33 (the
+// one-column kernel again), columns not a multiple of a block's, listed rows and experts; every
+// output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, ShortExpertRowsMatchTheCpuDotBitForBit) {
+  namespace cu = backend::cuda;
+  const int n_expert = 3;
+  const int64_t n_out = 100, x_div = 2, tasks = 5;
+  for (DType type : {DType::Q5_0, DType::Q8_0, DType::Q4_0}) {
+    for (int64_t k : {64, 704, 736, 1024, 1056}) {
+      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
+      const Case c = MakeCase(type, n_out * n_expert, 950, k);
+      const Weight w = gpu_->PrepareWeight(c.view);
+      const int64_t x_rows = (tasks + x_div - 1) / x_div;
+      const auto x = testing::GaussianRow(x_rows * k, 33);
+      std::vector<int32_t> experts, ids;
+      for (int64_t t = 0; t < tasks; ++t)
+        experts.push_back(static_cast<int32_t>((t * 2 + 1) % n_expert));
+      for (int64_t t = 0; t < tasks; ++t)
+        for (int64_t j = 0; j < n_out; ++j)
+          ids.push_back(static_cast<int32_t>((j * 37 + t) % n_out));
+      const Tensor tx = Upload(x.data(), x_rows, k);
+      backend::IntTensor te = gpu_->NewIntTensor(tasks), ti = gpu_->NewIntTensor(tasks * n_out);
+      gpu_->Upload(experts, &te);
+      gpu_->Upload(ids, &ti);
+      for (bool listed : {false, true}) {
+        Tensor y = gpu_->NewTensor(tasks, n_out);
+        void* act = nullptr;
+        ASSERT_EQ(cudaMalloc(&act, cu::IntActivationBytes(type, x_rows, k)), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        cu::GatheredMatMul m{type,
+                             w.data,
+                             static_cast<int64_t>(w.row_bytes),
+                             k,
+                             n_out,
+                             tx.data(),
+                             x_div,
+                             listed ? ti.data() : nullptr,
+                             te.data(),
+                             n_out,
+                             tasks,
+                             y.data(),
+                             act};
+        cu::LaunchGatheredMatMul(m, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const auto got = Host(y);
+        cudaFree(act);
+        quant::PreparedRow prepared;
+        for (int64_t t = 0; t < tasks; ++t) {
+          quant::PrepareRow(type, x.data() + (t / x_div) * k, k, &prepared);
+          for (int64_t j = 0; j < n_out; ++j) {
+            const int64_t row = experts[t] * n_out + (listed ? ids[t * n_out + j] : j);
+            const float want = quant::DotRow(c.bytes.data() + row * c.view.row_bytes, prepared);
+            ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(t * n_out + j)], &want, sizeof(float)),
+                      0)
+                << (listed ? "listed, " : "") << "task " << t << " output " << j;
+          }
         }
       }
     }

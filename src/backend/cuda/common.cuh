@@ -31,4 +31,12 @@ __device__ __forceinline__ float WarpMax(float v) {
   return v;
 }
 
+// quant/dot.cpp's RoundHalfAway (activation quantization, quant::PrepareRow): truncate, then
+// step away from zero on a remainder of a half.
+__device__ __forceinline__ int RoundHalfAway(float v) {
+  const int t = __float2int_rz(v);
+  const float f = __fsub_rn(v, __int2float_rn(t));
+  return t + (f >= 0.5f) - (f <= -0.5f);
+}
+
 }  // namespace lockstep::backend::cuda

@@ -130,6 +130,7 @@ std::shared_ptr<void> CudaBackend::Allocate(size_t bytes, const char* what) {
            bytes / 1048576.0, what, free_b / 1048576.0, total_b / 1048576.0,
            cudaGetErrorString(err));
   }
+  Wrote(p, bytes);  // new memory at an old tensor's address holds no copy of it
   // The stream may still use the memory when its last owner lets go: cudaFree waits for the
   // device, so nothing is freed under a running kernel.
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
@@ -149,6 +150,72 @@ void* CudaBackend::Scratch(ScratchSlot slot, size_t bytes) {
 void* CudaBackend::ActScratch(DType t, int64_t rows, int64_t k) {
   const size_t bytes = IntActivationBytes(t, rows, k);
   return bytes == 0 ? nullptr : Scratch(kActQ, bytes);
+}
+
+// Norm outputs with a quantized copy: a handful per workspace (attention and MLP inputs, the
+// router's and the experts' inputs, the output norm); past this, norms write no new copies.
+constexpr size_t kMaxQuantCopies = 32;
+
+void CudaBackend::Wrote(const void* p, size_t bytes) {
+  const auto* lo = static_cast<const uint8_t*>(p);
+  for (QuantCopy& c : quant_copies_) {
+    if (c.rows < 0) continue;
+    const auto* x = reinterpret_cast<const uint8_t*>(c.x);
+    const size_t x_bytes = static_cast<size_t>(c.rows * c.cols) * sizeof(float);
+    if (lo < x + x_bytes && x < lo + bytes) c.rows = -1;
+  }
+}
+
+void CudaBackend::ForgetQuantCopies() {
+  for (QuantCopy& c : quant_copies_) c.rows = -1;
+}
+
+bool CudaBackend::SizeQuantCopy(QuantCopy* c, int64_t rows) {
+  const size_t bytes = ActivationBytes(c->block, rows, c->cols);
+  if (c->bytes >= bytes) return true;
+  if (capturing_) return false;  // no allocation inside a capture: the norm writes no copy
+  c->buf.reset();
+  c->buf = Allocate(bytes, "a norm's quantized output");
+  c->bytes = bytes;
+  ++scratch_generation_;  // captures naming the old buffer are stale
+  return true;
+}
+
+NormQuant CudaBackend::NormQuantFor(const Tensor& y) {
+  if (y.rows() == 0) return {};
+  for (QuantCopy& c : quant_copies_) {
+    if (c.x != y.data() || c.cols != y.cols()) continue;
+    if (!CanQuantizeInNorm(y.cols(), c.block) || !SizeQuantCopy(&c, y.rows())) return {};
+    return {c.block, c.buf.get()};
+  }
+  // A norm output not seen yet: noted, so that its first integer matmul records its block.
+  if (quant_copies_.size() < kMaxQuantCopies) quant_copies_.push_back({y.data(), y.cols()});
+  return {};
+}
+
+void CudaBackend::NormQuantMade(const Tensor& y, const NormQuant& q) {
+  if (q.block == 0) return;
+  for (QuantCopy& c : quant_copies_)
+    if (c.x == y.data() && c.cols == y.cols() && c.block == q.block) c.rows = y.rows();
+}
+
+ActRows CudaBackend::IntInput(DType t, const Tensor& x) {
+  const int block = IntActivationBlock(t);
+  for (QuantCopy& c : quant_copies_) {
+    if (c.x != x.data() || c.cols != x.cols()) continue;
+    if (c.block == 0) {  // the norm writing x quantizes for this block from now on
+      c.block = block;
+      // Sized now, in the step's first (plain) run, so that its capture can use the copy.
+      if (CanQuantizeInNorm(c.cols, block)) SizeQuantCopy(&c, x.rows());
+    }
+    if (c.block == block && c.rows == x.rows()) {
+      ++quantized_in_norms_;
+      return ActLayout(block, x.rows(), x.cols()).View(c.buf.get(), x.cols());
+    }
+    break;
+  }
+  return QuantizeActivations(t, x.data(), x.rows(), x.cols(), ActScratch(t, x.rows(), x.cols()),
+                             S(stream_));
 }
 
 Tensor CudaBackend::NewTensor(int64_t rows, int64_t cols) {
@@ -174,6 +241,7 @@ void CudaBackend::ToHost(const Tensor& t, std::vector<float>* out) {
 
 void CudaBackend::FromHost(std::span<const float> src, Tensor* t) {
   CHECK(static_cast<int64_t>(src.size()) == t->rows() * t->cols());
+  Wrote(*t);
   LS_CUDA_CHECK(
       cudaMemcpyAsync(t->data(), src.data(), src.size_bytes(), cudaMemcpyHostToDevice, S(stream_)));
   Synchronize();  // the caller may reuse `src` at once
@@ -249,26 +317,35 @@ std::shared_ptr<void> CudaBackend::NewBuffer(size_t bytes) {
 }
 
 void CudaBackend::CopyBytes(void* dst, const void* src, size_t bytes) {
+  Wrote(dst, bytes);
   LS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, S(stream_)));
 }
 
 void CudaBackend::GetRows(const Weight& table, std::span<const int32_t> ids, float scale,
                           Tensor* y) {
   CHECK(y->rows() == static_cast<int64_t>(ids.size()) && y->cols() == table.ne[0]);
+  Wrote(*y);
   LaunchGetRows(table.type, table.data, static_cast<int64_t>(table.row_bytes), table.ne[0],
                 ids.data(), y->rows(), scale, y->data(), S(stream_));
 }
 
 void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CheckMatMulShapes(w, x, *y);
+  Wrote(*y);
+  if (HasIntegerPath(w.type) && x.rows() > 0 && y->cols() > 0) {
+    LaunchIntMatMulQuantized(w.type, w.data, static_cast<int64_t>(w.row_bytes), y->cols(),
+                             IntInput(w.type, x), x.rows(), y->data(), S(stream_));
+    return;
+  }
   LaunchMatMul(w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], y->cols(), x.data(),
                x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0]), S(stream_));
 }
 
 void CudaBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
-  const int64_t k = x.cols(), rows = x.rows();
+  const int64_t rows = x.rows();
   std::array<bool, 8> done{};
   CHECK(outs.size() <= done.size());
+  for (const MatMulOut& o : outs) Wrote(*o.y);
   for (size_t i = 0; i < outs.size(); ++i) {
     if (done[i]) continue;
     const Weight& wi = *outs[i].w;
@@ -278,8 +355,8 @@ void CudaBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       continue;
     }
     // One quantized copy of x for this weight and every later one of the same block length.
-    const ActRows xq =
-        QuantizeActivations(wi.type, x.data(), rows, k, ActScratch(wi.type, rows, k), S(stream_));
+    if (rows == 0) continue;
+    const ActRows xq = IntInput(wi.type, x);
     for (size_t j = i; j < outs.size(); ++j) {
       const Weight& w = *outs[j].w;
       if (done[j] || IntActivationBlock(w.type) != block) continue;
@@ -296,6 +373,7 @@ void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const i
                              int64_t ids_per_row, Tensor* y) {
   CHECK(x.cols() == w.ne[0] && y->cols() == ids_per_row && y->rows() == x.rows());
   CHECK(static_cast<int64_t>(ids.size()) >= x.rows() * ids_per_row);
+  Wrote(*y);
   LaunchGatheredMatMul(
       {w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], ids_per_row, x.data(), 1,
        ids.data(), nullptr, 0, x.rows(), y->data(), ActScratch(w.type, x.rows(), w.ne[0])},
@@ -305,6 +383,15 @@ void CudaBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const i
 void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t group,
                           float extra_scale, Tensor* y) {
   CHECK(x.cols() % group == 0 && y->rows() == x.rows() && y->cols() == x.cols());
+  Wrote(*y);
+  if (group == x.cols()) {  // whole rows: with the quantized copy a later matmul reads
+    const NormQuant q = NormQuantFor(*y);
+    const RmsNormOut out{NormWeight(w, group), extra_scale, y->data(), q};
+    if (LaunchRmsNorms(x.data(), eps, x.rows(), x.cols(), std::span(&out, 1), S(stream_))) {
+      NormQuantMade(*y, q);
+      return;
+    }
+  }
   LaunchRmsNorm(x.data(), NormWeight(w, group), eps, group, extra_scale, x.rows(), x.cols(),
                 y->data(), S(stream_));
 }
@@ -312,6 +399,7 @@ void CudaBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t g
 void CudaBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
                        const Weight* freq_factors) {
   CHECK(static_cast<int64_t>(pos.size()) == x->rows());
+  Wrote(*x);
   LaunchRope(x->data(), pos.data(), x->rows(), x->cols(), head_dim, n_rot, base,
              FreqFactors(freq_factors, n_rot), S(stream_));
 }
@@ -323,12 +411,16 @@ void CudaBackend::RmsNorms(const Tensor& x, float eps, std::span<const NormOut> 
     const Tensor& y = *outs[o].y;
     CHECK(y.rows() == x.rows() && y.cols() == x.cols());
     CHECKF(y.data() != x.data(), "rms_norms: an output overwrites the input");
-    launch[o] = {NormWeight(outs[o].w, x.cols()), outs[o].extra_scale, y.data()};
+    Wrote(y);
+    launch[o] = {NormWeight(outs[o].w, x.cols()), outs[o].extra_scale, y.data(), NormQuantFor(y)};
   }
   // Rows under 1,024 values (the warp kernel) or more outputs: one launch each.
   if (!fits || !LaunchRmsNorms(x.data(), eps, x.rows(), x.cols(),
-                               std::span<const RmsNormOut>(launch, outs.size()), S(stream_)))
+                               std::span<const RmsNormOut>(launch, outs.size()), S(stream_))) {
     Backend::RmsNorms(x, eps, outs);
+    return;
+  }
+  for (size_t o = 0; o < outs.size(); ++o) NormQuantMade(*outs[o].y, launch[o].quant);
 }
 
 void CudaBackend::RmsNormSumNormAdd(const Tensor& a, const Weight* wa, const Tensor& b,
@@ -339,6 +431,7 @@ void CudaBackend::RmsNormSumNormAdd(const Tensor& a, const Weight* wa, const Ten
     CHECK(t->rows() == a.rows() && t->cols() == a.cols());
   CHECKF(y->data() != a.data() && y->data() != b.data() && y->data() != residual.data(),
          "rms_norm_sum_norm_add: the output overwrites an input");
+  Wrote(*y);
   const int64_t d = a.cols();
   if (!LaunchRmsNormSumNormAdd(a.data(), NormWeight(wa, d), b.data(), NormWeight(wb, d),
                                NormWeight(w, d), eps, a.rows(), d, residual.data(), y->data(),
@@ -351,6 +444,7 @@ void CudaBackend::RmsNormAdd(const Tensor& x, const Weight* w, float eps, const 
   CHECK(y->rows() == x.rows() && y->cols() == x.cols() && residual.rows() == x.rows() &&
         residual.cols() == x.cols());
   CHECKF(y->data() != residual.data(), "rms_norm_add: the output overwrites the residual");
+  Wrote(*y);
   LaunchRmsNorm(x.data(), NormWeight(w, x.cols()), eps, x.cols(), 1.0f, x.rows(), x.cols(),
                 y->data(), S(stream_), residual.data());
 }
@@ -364,26 +458,31 @@ void CudaBackend::RmsNormRope(const Tensor& x, const Weight* w, float eps, int h
   }
   CHECK(static_cast<int64_t>(pos.size()) == x.rows() && y->rows() == x.rows() &&
         y->cols() == x.cols());
+  Wrote(*y);
   LaunchRmsNormRope(x.data(), NormWeight(w, head_dim), eps, head_dim, pos.data(), n_rot, base,
                     FreqFactors(freq_factors, n_rot), x.rows(), x.cols(), y->data(), S(stream_));
 }
 
 void CudaBackend::Add(const Tensor& a, const Tensor& b, Tensor* y) {
   CHECK(a.rows() == b.rows() && a.cols() == b.cols() && y->rows() == a.rows());
+  Wrote(*y);
   LaunchBinary(Binary::kAdd, a.data(), b.data(), y->data(), a.rows() * a.cols(), S(stream_));
 }
 
 void CudaBackend::Mul(const Tensor& a, const Tensor& b, Tensor* y) {
   CHECK(a.rows() == b.rows() && a.cols() == b.cols());
+  Wrote(*y);
   LaunchBinary(Binary::kMul, a.data(), b.data(), y->data(), a.rows() * a.cols(), S(stream_));
 }
 
 void CudaBackend::Scale(const Tensor& a, float s, Tensor* y) {
+  Wrote(*y);
   LaunchScale(a.data(), s, nullptr, y->data(), a.rows() * a.cols(), S(stream_));
 }
 
 void CudaBackend::ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) {
   CHECK(s.ne[0] == 1 && s.type == DType::F32);
+  Wrote(*y);
   LaunchScale(a.data(), 1.0f, static_cast<const float*>(s.data), y->data(), a.rows() * a.cols(),
               S(stream_));
 }
@@ -391,39 +490,46 @@ void CudaBackend::ScaleByWeight(const Tensor& a, const Weight& s, Tensor* y) {
 void CudaBackend::GeluMul(const Tensor& gate, int64_t gate_col, const Tensor& up, int64_t up_col,
                           int64_t width, Tensor* y) {
   CHECK(y->cols() == width && gate.rows() == up.rows() && y->rows() == gate.rows());
+  Wrote(*y);
   LaunchGeluMul(gate.data(), gate.cols(), gate_col, up.data(), up.cols(), up_col, width,
                 gate.rows(), y->data(), S(stream_));
 }
 
 void CudaBackend::Gelu(const Tensor& x, Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols());
+  Wrote(*y);
   LaunchUnary(Unary::kGelu, x.data(), 0.0f, y->data(), x.rows() * x.cols(), S(stream_));
 }
 
 void CudaBackend::Softcap(const Tensor& x, float c, Tensor* y) {
   CHECK(y->rows() == x.rows() && y->cols() == x.cols());
+  Wrote(*y);
   LaunchUnary(Unary::kSoftcap, x.data(), c, y->data(), x.rows() * x.cols(), S(stream_));
 }
 
 void CudaBackend::CopyCols(const Tensor& x, int64_t col, int64_t width, Tensor* y) {
   CHECK(col + width <= x.cols() && y->cols() == width && y->rows() == x.rows());
+  Wrote(*y);
   LaunchCopy2D(x.data() + col, x.cols(), y->data(), width, x.rows(), width, S(stream_));
 }
 
 void CudaBackend::GatherRows(const Tensor& x, std::span<const int32_t> rows, Tensor* y) {
   CHECK(y->rows() == static_cast<int64_t>(rows.size()) && y->cols() == x.cols());
+  Wrote(*y);
   LaunchCopyRows(x.data(), rows.data(), y->data(), nullptr, y->rows(), x.cols(), S(stream_));
 }
 
 void CudaBackend::CopyRows(const Tensor& x, std::span<const int32_t> src, Tensor* y,
                            std::span<const int32_t> dst) {
   CHECK(src.size() == dst.size() && y->cols() == x.cols());
+  Wrote(*y);
   LaunchCopyRows(x.data(), src.data(), y->data(), dst.data(), static_cast<int64_t>(src.size()),
                  x.cols(), S(stream_));
 }
 
 void CudaBackend::Concat(const Tensor& a, const Tensor& b, Tensor* y) {
   CHECK(a.rows() == b.rows() && y->cols() == a.cols() + b.cols() && y->rows() == a.rows());
+  Wrote(*y);
   LaunchCopy2D(a.data(), a.cols(), y->data(), y->cols(), a.rows(), a.cols(), S(stream_));
   LaunchCopy2D(b.data(), b.cols(), y->data() + a.cols(), y->cols(), b.rows(), b.cols(), S(stream_));
 }
@@ -441,6 +547,7 @@ void CudaBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, 
   CHECK(kv.k && kv.v && q.cols() == static_cast<int64_t>(n_head) * head_dim);
   CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
   CHECK(out->cols() == q.cols() && static_cast<int64_t>(rows.pos.size()) == q.rows());
+  Wrote(*out);
   LaunchAttention(
       q.data(), kv, n_head, n_head_kv, head_dim, window, include_self, rows.pos.data(),
       rows.seq.data(), q.rows(), out->data(),

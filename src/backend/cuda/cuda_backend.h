@@ -11,6 +11,11 @@
 
 struct CUstream_st;
 
+namespace lockstep::backend::cuda {
+struct ActRows;
+struct NormQuant;
+}  // namespace lockstep::backend::cuda
+
 namespace lockstep::backend {
 
 class CudaBackend : public Backend {
@@ -88,6 +93,9 @@ class CudaBackend : public Backend {
   int64_t replays_launched() const { return replays_launched_; }
   // Device memory held by weights uploaded so far.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Integer matmul inputs taken from a norm's quantized copy instead of quantized by a launch
+  // of their own, so far (tests check that the fused path runs).
+  int64_t quantized_in_norms() const { return quantized_in_norms_; }
 
  private:
   std::shared_ptr<void> Allocate(size_t bytes, const char* what);
@@ -109,6 +117,39 @@ class CudaBackend : public Backend {
   // The kActQ scratch for `rows` activation rows of length k against weights of type t (null
   // when the type is not on the integer path).
   void* ActScratch(DType t, int64_t rows, int64_t k);
+  // Quantized copies of norm outputs (docs/kernels.md, "Norms that quantize their output"): a
+  // whole-row norm whose output an integer matmul read before writes, in the same kernel, the
+  // activation rows that matmul needs; the matmul then reads them instead of launching the
+  // quantization. A copy is current from the norm that made it until anything writes memory
+  // overlapping its tensor (every op calls Wrote on its outputs), and never crosses a replayable
+  // step's boundary (a replay does not rerun the ops before it).
+  struct QuantCopy {
+    const float* x = nullptr;  // the norm output (key, with cols)
+    int64_t cols = 0;
+    int block = 0;  // activation block length its integer matmul reads (0: none seen yet)
+    std::shared_ptr<void> buf;
+    size_t bytes = 0;
+    int64_t rows = -1;  // rows the copy holds; -1: not current
+  };
+  // The quantized copy a whole-row norm writing `y` should make (block 0: none), sizing its
+  // buffer when no capture is in progress.
+  cuda::NormQuant NormQuantFor(const Tensor& y);
+  // Grows c's buffer to `rows` rows; false when it is smaller and a capture is in progress.
+  bool SizeQuantCopy(QuantCopy* c, int64_t rows);
+  // After a norm launch with NormQuantFor(y): the copy of y is current.
+  void NormQuantMade(const Tensor& y, const cuda::NormQuant& q);
+  // x quantized for integer-path weights of type t: the current copy a norm made, else quantized
+  // now into the kActQ scratch (and the block noted, so the norm writing x quantizes next time).
+  cuda::ActRows IntInput(DType t, const Tensor& x);
+  // An op is about to write [p, p + bytes): copies of tensors overlapping it stop being current.
+  void Wrote(const void* p, size_t bytes);
+  void Wrote(const Tensor& y) {
+    Wrote(y.data(), static_cast<size_t>(y.rows() * y.cols()) * sizeof(float));
+  }
+  void ForgetQuantCopies();
+  // RunReplayable between its ForgetQuantCopies calls.
+  void RunReplayableStep(Replays* replays, uint64_t key, FunctionRef<void()> record);
+
   // Queues a host-to-device copy without waiting for the device: `src` is first copied into
   // pinned staging memory, which is reused after the next synchronization (every copy queued
   // before it has landed by then). So a step's inputs cost no host round trip.
@@ -129,6 +170,8 @@ class CudaBackend : public Backend {
   bool capturing_ = false;           // inside RunReplayable's capture: only kernels may be queued
   uint64_t scratch_generation_ = 0;  // bumped whenever a scratch buffer moves
   int64_t replays_launched_ = 0;
+  std::vector<QuantCopy> quant_copies_;
+  int64_t quantized_in_norms_ = 0;
   // Host staging of SelectTokens (grown once, reused).
   std::vector<int32_t> greedy_rows_, greedy_out_, sampled_ids_;
   std::vector<float> sample_logits_;

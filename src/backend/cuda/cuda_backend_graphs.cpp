@@ -106,6 +106,15 @@ std::unique_ptr<Replays> CudaBackend::NewReplays() {
 }
 
 void CudaBackend::RunReplayable(Replays* replays, uint64_t key, FunctionRef<void()> record) {
+  // Quantized norm copies made before a step are not the step's to read (its replay would not
+  // rerun their norms), nor the step's copies those of the ops after it (a replay rewrites their
+  // tensors without the host seeing it).
+  ForgetQuantCopies();
+  RunReplayableStep(replays, key, record);
+  ForgetQuantCopies();
+}
+
+void CudaBackend::RunReplayableStep(Replays* replays, uint64_t key, FunctionRef<void()> record) {
   auto* store = static_cast<CudaReplays*>(replays);
   if (!store || key == 0 ||
       (store->captures.size() >= kMaxGraphs && !store->captures.contains(key))) {

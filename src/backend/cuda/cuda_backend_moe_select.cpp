@@ -26,6 +26,7 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
   CHECK(gate.ne[0] == n_embd && gate.ne[2] == n_expert && down.ne[0] == n_ff);
   CHECK(down.ne[1] == n_embd && y->cols() == n_embd && n_used <= n_expert);
   if (down_scale) CHECK(down_scale->type == DType::F32 && down_scale->ne[0] == n_expert);
+  Wrote(*y);
   const int64_t tasks = rows * n_used;
   auto* experts = static_cast<int32_t*>(Scratch(kMoeExperts, tasks * sizeof(int32_t)));
   auto* weights = static_cast<float*>(Scratch(kMoeWeights, tasks * sizeof(float)));
@@ -38,6 +39,10 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
                  weights, stream);
   // Gate and up projections of every (row, chosen expert) task: [tasks, 2 n_ff], gate first.
   // Tasks of many rows on the integer path share one expert tile table per matmul.
+  // The experts' input rows quantized once for the gate and up projections (or taken from the
+  // quantized copy its norm made).
+  ActRows xq_rows{};
+  DType xq_type = DType::F32;
   const auto expert_matmul = [&](const Weight& w, int64_t k, int64_t n_out, const float* in,
                                  int64_t x_div, float* out_rows) {
     GatheredMatMul m{w.type,
@@ -56,6 +61,11 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
     if (HasIntegerPath(w.type) && tasks >= kMmaMinRows) {
       m.n_expert = n_expert;
       m.tiles = Scratch(kMoeTiles, ExpertTileBytes(tasks, n_expert));
+    }
+    if (in == x.data() && HasIntegerPath(w.type) && rows > 0) {
+      if (xq_type == DType::F32 || IntActivationBlock(xq_type) != IntActivationBlock(w.type))
+        xq_rows = IntInput(w.type, x), xq_type = w.type;
+      m.xq = &xq_rows;
     }
     LaunchGatheredMatMul(m, stream);
   };

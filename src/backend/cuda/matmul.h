@@ -28,6 +28,8 @@ void LaunchMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64
 void LaunchFloatMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                        const float* x, int64_t rows, float* y, cudaStream_t stream);
 
+struct ActRows;  // matmul_int.h
+
 // Tasks with their own weight rows: task t reads x row t / x_div and writes n_out outputs
 // y[t][j] = dot(x[t / x_div], w row R(t, j)) with
 //   R(t, j) = (experts ? experts[t] * rows_per_expert : 0) + (ids ? ids[t * n_out + j] : j).
@@ -49,6 +51,9 @@ struct GatheredMatMul {
   // expert; without them each task reads its weights alone (same bits).
   int n_expert = 0;
   void* tiles = nullptr;
+  // Integer-path types: the x rows already quantized for this type's activation block (then
+  // `act` is not used), or null.
+  const ActRows* xq = nullptr;
 };
 void LaunchGatheredMatMul(const GatheredMatMul& m, cudaStream_t stream);
 

@@ -15,13 +15,6 @@ namespace {
 constexpr int kColsPerBlock = 8;  // warps per block, one output column each
 constexpr int kMaxRows = 8;
 
-// quant/dot.cpp's RoundHalfAway: truncate, then step away from zero on a remainder of a half.
-__device__ __forceinline__ int RoundHalfAway(float v) {
-  const int t = __float2int_rz(v);
-  const float f = __fsub_rn(v, __int2float_rn(t));
-  return t + (f >= 0.5f) - (f <= -0.5f);
-}
-
 // One warp per activation block of B elements (B / 32 per lane): quant::QuantizeQ8Block, and for
 // B = 256 the 16-level sums (PrepareQ8x256).
 template <int B>
@@ -61,33 +54,13 @@ __global__ void QuantizeRowsKernel(const float* __restrict__ x, int64_t n_blocks
   }
 }
 
-// The device layout behind an `act` scratch of IntActivationBytes: levels, then scales, then
-// 16-level sums, each 16-byte aligned.
-struct ActLayout {
-  size_t q_bytes, d_bytes, bsum_bytes;
-  ActLayout(int elems, int64_t rows, int64_t k)
-      : q_bytes(Align(static_cast<size_t>(rows * k))),
-        d_bytes(Align(static_cast<size_t>(rows * (k / elems)) * sizeof(float))),
-        bsum_bytes(elems == 256 ? Align(static_cast<size_t>(rows * (k / 16)) * sizeof(int16_t))
-                                : 0) {}
-  static size_t Align(size_t n) { return (n + 15) & ~size_t{15}; }
-  size_t total() const { return q_bytes + d_bytes + bsum_bytes; }
-  ActRows View(void* act, int64_t k) const {
-    auto* base = static_cast<uint8_t*>(act);
-    return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + q_bytes),
-            reinterpret_cast<const int16_t*>(base + q_bytes + d_bytes), k};
-  }
-};
-
 template <class F>
 ActRows QuantizeRows(const float* x, int64_t rows, int64_t k, void* act, cudaStream_t stream) {
   const ActLayout lay(F::kElems, rows, k);
-  auto* base = static_cast<uint8_t*>(act);
   const int64_t n_blocks = rows * (k / F::kElems);
   constexpr int kWarps = 8;
   QuantizeRowsKernel<F::kElems><<<CeilDiv(n_blocks, kWarps), kWarps * kWarp, 0, stream>>>(
-      x, n_blocks, reinterpret_cast<int8_t*>(base), reinterpret_cast<float*>(base + lay.q_bytes),
-      reinterpret_cast<int16_t*>(base + lay.q_bytes + lay.d_bytes));
+      x, n_blocks, lay.Q(act), lay.D(act), lay.Bsum(act));
   LS_CUDA_LAUNCHED();
   return lay.View(act, k);
 }
@@ -201,6 +174,81 @@ __device__ __forceinline__ void GatheredColumn(const GatheredMatMul& m, const Ac
   if (threadIdx.x % kWarp == 0) m.y[t * m.n_out + j] = s;
 }
 
+// Short rows (one stripe: at most 8 * U blocks, such as the 704-wide expert down projections'
+// 22 blocks of 32) give a warp one load round trip of work, so the launch is waves of warps
+// waiting on memory: here a warp takes C columns of its task, every load of the C columns issued
+// before any is used. Each column's arithmetic is DotColumn's for one stripe (group g's blocks
+// g, 8 + g, ... added in ascending order, the Acc8 tree): the same bits.
+template <class F>
+constexpr int NarrowColumns() {
+  return 4;
+}
+template <class F>
+constexpr bool IsNarrow(int64_t nblk) {
+  return F::kElems == 32 && nblk <= 8 * F::kUnroll;
+}
+
+template <class F, int C>
+__device__ __forceinline__ void GatheredColumnsNarrow(const GatheredMatMul& m, const ActRows& x) {
+  constexpr int U = F::kUnroll;
+  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
+  const int64_t j0 = (static_cast<int64_t>(blockIdx.x) * kColsPerBlock + threadIdx.x / kWarp) * C;
+  const int64_t task = blockIdx.y;
+  if (j0 >= m.n_out) return;  // whole warps only
+  const int64_t nblk = m.k / F::kElems;
+  const int64_t expert_row =
+      m.experts ? static_cast<int64_t>(m.experts[task]) * m.rows_per_expert : 0;
+  const auto* w = static_cast<const uint8_t*>(m.w);
+  typename F::Raw raw[C][U];
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    const int64_t j = j0 + c;
+    const int64_t wr = j < m.n_out ? (m.ids ? m.ids[task * m.n_out + j] : j) + expert_row : 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = 8 * u + g;
+      raw[c][u] = {};
+      if (j < m.n_out && b < nblk) F::LoadRaw(w + wr * m.row_bytes + b * F::kBytes, t, raw[c][u]);
+    }
+  }
+  const int64_t xr = task / m.x_div;
+  const int64_t q_stride = x.k, d_stride = x.k / F::kElems, s_stride = x.k / 16;
+#pragma unroll
+  for (int c = 0; c < C; ++c) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = 8 * u + g;
+      const bool ok = b < nblk;
+      typename F::Part part;
+      if constexpr (std::is_same_v<typename F::Raw, typename F::Part>)
+        part = raw[c][u];
+      else
+        F::Unpack(raw[c][u], t, part);
+      int isum = 0, imin = 0;
+      if (ok)
+        F::Dot(part, x.q + xr * q_stride + b * F::kElems, x.bsum + xr * s_stride + b * 16, t, &isum,
+               &imin);
+      isum += __shfl_xor_sync(0xffffffffu, isum, 1);
+      isum += __shfl_xor_sync(0xffffffffu, isum, 2);
+      if (F::kMin) {
+        imin += __shfl_xor_sync(0xffffffffu, imin, 1);
+        imin += __shfl_xor_sync(0xffffffffu, imin, 2);
+      }
+      if (ok) acc = __fadd_rn(acc, F::Contribution(part, x.d[xr * d_stride + b], isum, imin));
+    }
+    const float s = Acc8Tree(acc);
+    if (lane == 0 && j0 + c < m.n_out) m.y[task * m.n_out + j0 + c] = s;
+  }
+}
+
+template <class F>
+__global__ void __launch_bounds__(kColsPerBlock* kWarp)
+    IntGatheredNarrowKernel(GatheredMatMul m, ActRows x) {
+  AwaitPriorKernels();
+  GatheredColumnsNarrow<F, NarrowColumns<F>()>(m, x);
+}
+
 // Two launch bounds: the 256-element formats hold several raw blocks per lane in flight, and
 // ptxas, left free, gives them registers for scheduling instead of blocks per SM (3 blocks of 8
 // warps for one or two rows, 2 for more, is faster); the 32-element formats need few registers
@@ -274,6 +322,10 @@ size_t IntActivationBytes(DType t, int64_t rows, int64_t k) {
   return bytes;
 }
 
+size_t ActivationBytes(int block, int64_t rows, int64_t k) {
+  return block == 0 ? 0 : ActLayout(block, rows, k).total();
+}
+
 int IntActivationBlock(DType t) {
   int elems = 0;
   DispatchIntFormat(t, [&](auto f) { elems = decltype(f)::kElems; });
@@ -332,10 +384,19 @@ void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t st
     LS_CUDA_REQUIRE(m.k % F::kElems == 0, "cuda matmul: %lld columns of type %d",
                     static_cast<long long>(m.k), static_cast<int>(m.type));
     const int64_t x_rows = (m.tasks + m.x_div - 1) / m.x_div;
-    const ActRows xq = QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
+    const ActRows xq = m.xq ? *m.xq : QuantizeRows<F>(m.x, x_rows, m.k, act, stream);
     if (m.tiles && m.tasks >= kMmaMinRows &&
         LaunchIntMmaGrouped(m, m.n_expert, xq, m.tiles, stream))
       return;
+    if constexpr (F::kElems == 32) {
+      if (IsNarrow<F>(m.k / F::kElems)) {
+        constexpr int C = NarrowColumns<F>();
+        const dim3 grid(CeilDiv(m.n_out, kColsPerBlock * C), static_cast<unsigned>(m.tasks));
+        IntGatheredNarrowKernel<F><<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);
+        LS_CUDA_LAUNCHED();
+        return;
+      }
+    }
     const dim3 grid(CeilDiv(m.n_out, kColsPerBlock), static_cast<unsigned>(m.tasks));
     constexpr auto kernel = GatheredKernelFor<F>();
     kernel<<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);

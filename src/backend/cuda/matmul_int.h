@@ -25,6 +25,28 @@ struct ActRows {
   int64_t k;
 };
 
+// The device layout behind an `act` scratch of IntActivationBytes for activation blocks of
+// `elems` (32 or 256) values: levels, then scales, then (256 only) 16-level sums, each section
+// 16-byte aligned. QuantizeActivations and the norm that quantizes its output (norm.h) write it.
+struct ActLayout {
+  size_t q_bytes, d_bytes, bsum_bytes;
+  ActLayout(int elems, int64_t rows, int64_t k)
+      : q_bytes(Align(static_cast<size_t>(rows * k))),
+        d_bytes(Align(static_cast<size_t>(rows * (k / elems)) * sizeof(float))),
+        bsum_bytes(elems == 256 ? Align(static_cast<size_t>(rows * (k / 16)) * sizeof(int16_t))
+                                : 0) {}
+  static size_t Align(size_t n) { return (n + 15) & ~size_t{15}; }
+  size_t total() const { return q_bytes + d_bytes + bsum_bytes; }
+  int8_t* Q(void* act) const { return static_cast<int8_t*>(act); }
+  float* D(void* act) const {
+    return reinterpret_cast<float*>(static_cast<uint8_t*>(act) + q_bytes);
+  }
+  int16_t* Bsum(void* act) const {
+    return reinterpret_cast<int16_t*>(static_cast<uint8_t*>(act) + q_bytes + d_bytes);
+  }
+  ActRows View(void* act, int64_t k) const { return {Q(act), D(act), Bsum(act), k}; }
+};
+
 // True when `t` runs on the integer path (else the float kernels of matmul.cu).
 bool HasIntegerPath(DType t);
 
@@ -35,6 +57,9 @@ size_t IntActivationBytes(DType t, int64_t rows, int64_t k);
 // The activation block length of an integer-path type (32 or 256; 0 off the path): weights
 // whose types share it (and the input length) can share one quantized copy of the input.
 int IntActivationBlock(DType t);
+
+// IntActivationBytes for an activation block length (32 or 256) instead of a type.
+size_t ActivationBytes(int block, int64_t rows, int64_t k);
 
 // Quantizes `rows` rows of x [rows, k] into `act` (IntActivationBytes(type, rows, k)) as weights
 // of `type` read them.

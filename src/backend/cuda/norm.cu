@@ -2,6 +2,7 @@
 // either way the sum of squares runs in an order fixed by the group length alone, the same for
 // any number of rows.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/matmul_int.h"
 #include "backend/cuda/norm.h"
 
 namespace lockstep::backend::cuda {
@@ -48,7 +49,23 @@ struct RowOuts {
   const float* w[3];
   float scale[3];
   float* y[3];
+  // Each output's quantized copy (NormQuant): block 0, 32 or 256, the levels, scales and
+  // 16-level sums of row 0 (row r's at r * cols, r * cols / block, r * cols / 16).
+  int qblock[3];
+  int8_t* q[3];
+  float* qd[3];
+  int16_t* qsum[3];
 };
+
+// quant::PrepareRow's block quantization of a value s whose block maximum of |s| is amax (the
+// QuantizeRowsKernel expressions): the block scale and s's level.
+__device__ __forceinline__ float QuantScale(float amax) {
+  return __fdiv_rn(amax, 127.0f);
+}
+__device__ __forceinline__ int8_t QuantLevel(float s, float scale) {
+  const float inv = scale != 0.0f ? __fdiv_rn(1.0f, scale) : 0.0f;
+  return static_cast<int8_t>(RoundHalfAway(__fmul_rn(s, inv)));
+}
 
 template <int kPer, int kOuts>
 __global__ void __launch_bounds__(kRowThreads)
@@ -56,6 +73,9 @@ __global__ void __launch_bounds__(kRowThreads)
                      const float* residual) {
   AwaitPriorKernels();
   __shared__ float warp_sums[kRowThreads / kWarp];
+  // Per 256-value quantization block, each warp's maximum of |y| (blocks of 256 quantize only
+  // with the row in registers).
+  __shared__ float block_max[kPer > 0 ? kPer : 1][kRowThreads / kWarp];
   const int64_t row = blockIdx.x;
   const float* xg = x + row * group;
   const float* rg = residual ? residual + row * group : nullptr;
@@ -90,15 +110,53 @@ __global__ void __launch_bounds__(kRowThreads)
     const float scale = outs.scale[o];
     float* yg = outs.y[o] + row * group;
     if constexpr (kPer > 0) {
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
-        if (i >= group) break;
+      // The value output o stores at element j of this thread (the unfused expression).
+      const auto value = [&](int j, int64_t i) {
         float v = xv[j] * inv;
         if (wo) v *= wv[o][j];
         v = v * scale;
-        yg[i] = rg ? v + rg[i] : v;
+        return rg ? v + rg[i] : v;
+      };
+      const int qblock = outs.qblock[o];
+      const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+      if (qblock == 256) {
+        // Block j is element j of every thread: each warp's maximum of |y|, then (after the
+        // barrier) the block's, the 8 maxima in any order (a maximum is exact).
+#pragma unroll
+        for (int j = 0; j < kPer; ++j) {
+          const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+          if (static_cast<int64_t>(j) * kRowThreads >= group) break;  // uniform: whole blocks
+          const float m = WarpMax(fmaxf(0.0f, fabsf(value(j, i))));
+          if (lane == 0) block_max[j][warp] = m;
+        }
+        __syncthreads();
       }
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        const int64_t i = threadIdx.x + static_cast<int64_t>(j) * kRowThreads;
+        if (i >= group) break;  // uniform over a warp: group is a multiple of 32
+        const float s = value(j, i);
+        yg[i] = s;
+        if (qblock == 32) {  // block i / 32 is this warp's element j
+          const float d = QuantScale(WarpMax(fmaxf(0.0f, fabsf(s))));
+          outs.q[o][row * group + i] = QuantLevel(s, d);
+          if (lane == 0) outs.qd[o][row * (group / 32) + i / 32] = d;
+        } else if (qblock == 256) {
+          float amax = 0.0f;
+#pragma unroll
+          for (int w = 0; w < kRowThreads / kWarp; ++w) amax = fmaxf(amax, block_max[j][w]);
+          const float d = QuantScale(amax);
+          const int8_t level = QuantLevel(s, d);
+          outs.q[o][row * group + i] = level;
+          if (threadIdx.x == 0) outs.qd[o][row * (group / 256) + j] = d;
+          // The 16 levels of group i / 16 are lanes 0-15 or 16-31 of this warp (exact sums).
+          int sum = level;
+#pragma unroll
+          for (int off = 1; off < 16; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+          if (lane % 16 == 0) outs.qsum[o][row * (group / 16) + i / 16] = static_cast<int16_t>(sum);
+        }
+      }
+      if (qblock == 256) __syncthreads();  // block_max is reused by the next output
     } else {
 #pragma unroll 4
       for (int64_t i = threadIdx.x; i < group; i += kRowThreads) {
@@ -203,12 +261,19 @@ void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, flo
   if (items == 0) return;
   if (group >= kLongGroup) {
     LS_CUDA_REQUIRE(items <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(items));
-    LaunchRow<1>(x, eps, group, RowOuts{{w}, {extra_scale}, {y}}, residual, items, stream);
+    RowOuts ro{};
+    ro.w[0] = w, ro.scale[0] = extra_scale, ro.y[0] = y;
+    LaunchRow<1>(x, eps, group, ro, residual, items, stream);
   } else {
     RmsNormKernel<<<CeilDiv(items, kWarpsPerBlock), kWarpsPerBlock * kWarp, 0, stream>>>(
         x, w, eps, group, extra_scale, residual, items, y);
   }
   LS_CUDA_LAUNCHED();
+}
+
+bool CanQuantizeInNorm(int64_t cols, int block) {
+  return (block == 32 || block == 256) && cols >= kLongGroup && cols <= 24 * kRowThreads &&
+         cols % block == 0;
 }
 
 bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
@@ -217,8 +282,17 @@ bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
   LS_CUDA_REQUIRE(rows <= 0x7fffffff, "cuda rms_norm: %lld rows", static_cast<long long>(rows));
   if (rows == 0) return true;
   RowOuts ro{};
-  for (size_t o = 0; o < outs.size(); ++o)
+  for (size_t o = 0; o < outs.size(); ++o) {
     ro.w[o] = outs[o].w, ro.scale[o] = outs[o].extra_scale, ro.y[o] = outs[o].y;
+    const NormQuant& nq = outs[o].quant;
+    if (nq.block == 0) continue;
+    LS_CUDA_REQUIRE(CanQuantizeInNorm(cols, nq.block) && nq.act,
+                    "cuda rms_norm: no quantized copy of %lld columns in blocks of %d",
+                    static_cast<long long>(cols), nq.block);
+    const ActLayout lay(nq.block, rows, cols);
+    ro.qblock[o] = nq.block, ro.q[o] = lay.Q(nq.act), ro.qd[o] = lay.D(nq.act);
+    ro.qsum[o] = lay.Bsum(nq.act);
+  }
   if (outs.size() == 1)
     LaunchRow<1>(x, eps, cols, ro, nullptr, rows, stream);
   else if (outs.size() == 2)

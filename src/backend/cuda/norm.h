@@ -16,13 +16,27 @@ void LaunchRmsNorm(const float* x, const float* w, float eps, int64_t group, flo
                    int64_t rows, int64_t cols, float* y, cudaStream_t stream,
                    const float* residual = nullptr);
 
+// An output's quantized copy, written by the norm's kernel from the floats it stores: the bytes
+// QuantizeActivations (matmul_int.h) writes into `act` for weights of activation block length
+// `block` (32 or 256; 0: no copy) from those floats read back, so a matmul of the output may
+// skip its quantization launch. Needs CanQuantizeInNorm.
+struct NormQuant {
+  int block = 0;
+  void* act = nullptr;  // ActivationBytes(block, rows, cols)
+};
+// Whether the whole-row norm kernel can quantize rows of `cols` values in blocks of `block`
+// (the row held in registers: 1,024 to 6,144 values, a multiple of the block).
+bool CanQuantizeInNorm(int64_t cols, int block);
+
 // Whole-row RMSNorms of one input with up to three weights (w may be null) and extra scales, in
-// one launch: each output has the bits LaunchRmsNorm gives it alone. False, launching nothing,
-// for rows under 1,024 values or more than three outputs. No output may alias x.
+// one launch: each output has the bits LaunchRmsNorm gives it alone, and its quantized copy
+// where `quant` asks for one. False, launching nothing, for rows under 1,024 values or more than
+// three outputs. No output may alias x.
 struct RmsNormOut {
   const float* w;
   float extra_scale;
   float* y;
+  NormQuant quant = {};
 };
 bool LaunchRmsNorms(const float* x, float eps, int64_t rows, int64_t cols,
                     std::span<const RmsNormOut> outs, cudaStream_t stream);
