@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "quant/quant.h"
 #include "testing/backends.h"
+#include "testing/cuda_fixture.h"
 #include "testing/encode.h"
 #include "testing/random.h"
 #if LOCKSTEP_HAS_CUDA
@@ -236,6 +237,7 @@ TEST_F(CudaIntMatMul, ExpertTasksMatchTheCpuDotBitForBit) {
 // output quant::DotRow's bits.
 TEST_F(CudaIntMatMul, ShortExpertRowsMatchTheCpuDotBitForBit) {
   namespace cu = backend::cuda;
+  const testing::UnverifiedKernelsScope unverified;  // the short-row kernel is off by default
   const int n_expert = 3;
   const int64_t n_out = 100, x_div = 2, tasks = 5;
   for (DType type : {DType::Q5_0, DType::Q8_0, DType::Q4_0}) {

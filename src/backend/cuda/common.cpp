@@ -1,8 +1,10 @@
-// FailAt: the CUDA backend's CHECK failure path, formatted with vsnprintf.
+// FailAt: the CUDA backend's CHECK failure path, formatted with vsnprintf; the switch of
+// kernels not yet run on a GPU.
 #include "backend/cuda/common.h"
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/check.h"
@@ -16,6 +18,11 @@ void FailAt(const char* file, int line, const char* format, ...) {
   std::vsnprintf(msg, sizeof(msg), format, args);
   va_end(args);
   ::lockstep::detail::CheckFailed(file, line, "cuda", std::string(msg));
+}
+
+bool UnverifiedKernelsOn() {
+  const char* env = std::getenv("LOCKSTEP_CUDA_UNVERIFIED");
+  return env && env[0] == '1';
 }
 
 }  // namespace lockstep::backend::cuda

@@ -32,6 +32,11 @@ namespace lockstep::backend::cuda {
 
 inline constexpr int kWarp = 32;
 
+// Kernels written but not yet run on a GPU (session 13: norms that quantize their output, the
+// short-row expert GEMV) stay off until LOCKSTEP_CUDA_UNVERIFIED=1, so main's GPU path is only
+// what has been measured; their tests turn them on (docs/benchmarks.md, "session 13").
+bool UnverifiedKernelsOn();
+
 inline int CeilDiv(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);
 }

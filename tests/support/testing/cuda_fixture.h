@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -29,6 +30,29 @@ inline backend::Weight VectorWeight(const std::string& name, const std::vector<f
   w.row_bytes = values.size() * sizeof(float);
   return w;
 }
+
+// Turns the kernels not yet run on a GPU on for its lifetime (backend/cuda/common.h,
+// UnverifiedKernelsOn), restoring the variable after.
+class UnverifiedKernelsScope {
+ public:
+  UnverifiedKernelsScope() {
+    if (const char* v = std::getenv(kName)) saved_ = v, had_ = true;
+    setenv(kName, "1", 1);
+  }
+  ~UnverifiedKernelsScope() {
+    if (had_)
+      setenv(kName, saved_.c_str(), 1);
+    else
+      unsetenv(kName);
+  }
+  UnverifiedKernelsScope(const UnverifiedKernelsScope&) = delete;
+  UnverifiedKernelsScope& operator=(const UnverifiedKernelsScope&) = delete;
+
+ private:
+  static constexpr const char* kName = "LOCKSTEP_CUDA_UNVERIFIED";
+  std::string saved_;
+  bool had_ = false;
+};
 
 // Skips the test with "SKIPPED (no CUDA device): <why>" where there is no CUDA backend.
 class CudaFixture : public ::testing::Test {
