@@ -237,6 +237,10 @@ struct Q80 {
   }
 };
 
+// A group is one sequential stream that the hardware prefetcher alone brings in more slowly
+// than the kernels consume it: each block asks for the lines of the block about this far ahead.
+inline constexpr int kPrefetchBytes = 4096;
+
 // R rows (x[0..R-1]) against one group: every block's contribution added to Acc8's partial
 // b % 8 (16 columns per vector), then Acc8's tree, lane by lane.
 template <class K, int R>
@@ -247,9 +251,13 @@ void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, f
     for (auto& v : acc[r]) v = _mm512_setzero_ps();
   const uint8_t* xb[R];
   __m512 contrib[R];
+  constexpr int64_t kAhead = (kPrefetchBytes + K::kBlockBytes - 1) / K::kBlockBytes;
   for (int64_t b = 0; b < nb; ++b) {
     for (int r = 0; r < R; ++r) xb[r] = x[r].q.data() + b * K::kActBytes;
-    K::template Block<R>(grp + b * K::kBlockBytes, xb, contrib);
+    const uint8_t* blk = grp + b * K::kBlockBytes;
+    for (int l = 0; l < K::kBlockBytes; l += 64)  // (a prefetch past the group never faults)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kAhead * K::kBlockBytes + l), _MM_HINT_T0);
+    K::template Block<R>(blk, xb, contrib);
     for (int r = 0; r < R; ++r) acc[r][b & 7] = _mm512_add_ps(acc[r][b & 7], contrib[r]);
   }
   const auto mask = static_cast<__mmask16>((1u << n_cols) - 1);
