@@ -86,8 +86,13 @@ bool CanPackIsa(Isa isa, DType t) {
   return CpuHasIsa(isa) && KernelFor(isa, t) != nullptr;
 }
 
+// matvec_bench --k 2048 --mib 64, one thread, packed over the mmapped rows' kernels. AVX-512:
+// Q6_K's packed kernel is slower than the one-row kernel below 4 rows (0.8-0.9x); Q4_K and Q8_0
+// win from one row. AVX2 (LOCKSTEP_ISA=avx2 on Zen 5): every type wins from one row (rows 1 /
+// 2 / 4 / 8 / 16: Q4_K 1.95x / 3.32x / 2.71x / 2.36x / 2.51x, Q6_K 1.51x / 3.06x / 1.98x /
+// 1.57x / 1.81x, Q8_0 1.43x / 2.27x / 1.62x / 1.64x / 1.55x).
 int64_t PackedMinRows(DType t) {
-  if (CpuIsa() == Isa::kAvx2) return 1;  // TODO: measure
+  if (CpuIsa() == Isa::kAvx2) return 1;
   return t == DType::Q6_K ? 4 : 1;
 }
 
