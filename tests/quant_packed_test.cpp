@@ -1,9 +1,11 @@
-// Packed weights (quant/packed.h) must give DotRow's bits for every packed type, any number of
-// activation rows, every column count of a group, and any number of blocks; whole matmuls through
-// the CPU backend with packed weights must equal DotRow element by element on 1-3 threads; and
-// the comparison must catch a packing that moves one row (negative control).
+// Packed weights (quant/packed.h) must give DotRow's bits for every packed type, at every
+// instruction-set level the CPU has (AVX-512 with VNNI, AVX2; the same packed bytes), any number
+// of activation rows, every column count of a group, and any number of blocks; whole matmuls
+// through the CPU backend with packed weights must equal DotRow element by element on 1-3
+// threads; and the comparison must catch a packing that moves one row (negative control).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -47,13 +49,14 @@ std::vector<float> Reference(const std::vector<uint8_t>& w, int64_t n_out,
   return y;
 }
 
-// The same through the packed kernel, one group at a time (its last group partly filled).
-std::vector<float> Packed(const PackedMatrix& m, const std::vector<PreparedRow>& x) {
+// The same through level `isa`'s packed kernel, one group at a time (its last group partly
+// filled).
+std::vector<float> Packed(Isa isa, const PackedMatrix& m, const std::vector<PreparedRow>& x) {
   const int64_t n_out = m.n_rows(), rows = static_cast<int64_t>(x.size());
   std::vector<float> y(static_cast<size_t>(rows * n_out), -1.0f);
   for (int64_t g = 0; g < m.n_groups(); ++g) {
     const int cols = static_cast<int>(std::min<int64_t>(kPackedCols, n_out - g * kPackedCols));
-    DotPacked(m, g, cols, x.data(), rows, y.data() + g * kPackedCols, n_out);
+    DotPackedIsa(isa, m, g, cols, x.data(), rows, y.data() + g * kPackedCols, n_out);
   }
   return y;
 }
@@ -64,30 +67,35 @@ int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
   return d;
 }
 
-#define SKIP_WITHOUT_PACKED_KERNELS()                                            \
-  if (!CanPack(DType::Q4_K))                                                     \
-  GTEST_SKIP() << "no packed kernels at this CPU's level (" << IsaName(CpuIsa()) \
-               << "; they need AVX-512 with VNNI)"
+class QuantPackedIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!CpuHasIsa(GetParam()))
+      GTEST_SKIP() << "this CPU lacks " << IsaName(GetParam())
+                   << ": its packed kernels are not run";
+  }
+};
 
-// 1-20, 33 and 64 activation rows (the 8-row register tiles and their leftovers); 1, 3, 9 and
-// 17 blocks (Acc8's partials wrap); 5, 16, 37 weight rows (partial and whole groups).
-TEST(QuantPacked, EqualsDotRowBitForBit) {
-  SKIP_WITHOUT_PACKED_KERNELS();
+// 1-20, 33 and 64 activation rows (the register tiles and their leftovers); 1, 3, 9 and 17
+// blocks (Acc8's partials wrap); 5, 16, 37 weight rows (partial and whole groups, 8 columns or
+// fewer in a group's last half).
+TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
+  const Isa isa = GetParam();
   std::vector<int64_t> row_counts = {33, 64};
   for (int64_t r = 1; r <= 20; ++r) row_counts.push_back(r);
   for (DType t : kPackedTypes) {
     SCOPED_TRACE(std::string(Name(t)));
-    ASSERT_TRUE(CanPack(t));
+    ASSERT_TRUE(CanPackIsa(isa, t));
     const int64_t block = Info(t).block_size;
     for (int64_t blocks : {1, 3, 9, 17}) {
       const int64_t n = block * blocks;
       for (int64_t n_out : {5, 16, 37}) {
         const auto w = Matrix(t, n_out, n, static_cast<uint32_t>(10 * blocks + n_out));
-        const auto m = Pack(t, w.data(), RowBytes(t, n), n_out, n);
+        const auto m = PackIsa(isa, t, w.data(), RowBytes(t, n), n_out, n);
         ASSERT_NE(m, nullptr);
         for (int64_t rows : row_counts) {
           const auto x = Prepared(t, rows, n, static_cast<uint32_t>(1000 + rows));
-          EXPECT_EQ(CountDiffering(Packed(*m, x), Reference(w, n_out, x)), 0)
+          EXPECT_EQ(CountDiffering(Packed(isa, *m, x), Reference(w, n_out, x)), 0)
               << "n=" << n << " rows=" << rows << " n_out=" << n_out;
         }
       }
@@ -95,11 +103,49 @@ TEST(QuantPacked, EqualsDotRowBitForBit) {
   }
 }
 
+// Every level's packing code writes the same bytes as the best level's (Pack), so one packed
+// copy serves every level's kernels.
+TEST_P(QuantPackedIsa, PacksTheSameBytesAsPack) {
+  for (DType t : kPackedTypes) {
+    const int64_t n = 5 * Info(t).block_size, n_out = 37;
+    const auto w = Matrix(t, n_out, n, 70);
+    const auto a = PackIsa(GetParam(), t, w.data(), RowBytes(t, n), n_out, n);
+    const auto b = Pack(t, w.data(), RowBytes(t, n), n_out, n);
+    ASSERT_NE(a, nullptr) << Name(t);
+    ASSERT_NE(b, nullptr) << Name(t);
+    ASSERT_EQ(a->bytes(), b->bytes()) << Name(t);
+    EXPECT_EQ(std::memcmp(a->group(0), b->group(0), a->bytes()), 0) << Name(t);
+  }
+}
+
+// A packing whose group holds one weight row in another lane (rows 3 and 4 swapped) gives
+// those two columns each other's results: the comparison above catches it, for every type.
+TEST_P(QuantPackedIsa, NegativeControlSwappedRowsDiffer) {
+  for (DType t : kPackedTypes) {
+    const int64_t n = 3 * Info(t).block_size, n_out = 16, rows = 5;
+    const size_t rb = RowBytes(t, n);
+    const auto w = Matrix(t, n_out, n, 90);
+    auto swapped = w;
+    std::copy(w.begin() + 3 * rb, w.begin() + 4 * rb, swapped.begin() + 4 * rb);
+    std::copy(w.begin() + 4 * rb, w.begin() + 5 * rb, swapped.begin() + 3 * rb);
+    const auto m = PackIsa(GetParam(), t, swapped.data(), rb, n_out, n);
+    ASSERT_NE(m, nullptr) << Name(t);
+    const auto x = Prepared(t, rows, n, 91);
+    const auto got = Packed(GetParam(), *m, x), want = Reference(w, n_out, x);
+    EXPECT_EQ(CountDiffering(got, want), 2 * rows) << Name(t);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, QuantPackedIsa, ::testing::Values(Isa::kAvx2, Isa::kAvx512),
+                         [](const auto& level) { return std::string(IsaName(level.param)); });
+
 // Whole matmuls through the CPU backend with a packed weight (PrepareWeight packs it): column
 // blocks over 1-3 threads, MatMuls, row passes of the 8192-wide case, and the row-by-row
 // baseline (tiles off) all equal DotRow per element.
 TEST(QuantPacked, BackendMatMulEqualsDotRow) {
-  SKIP_WITHOUT_PACKED_KERNELS();
+  if (!CanPack(DType::Q4_K))
+    GTEST_SKIP() << "no packed kernels at this CPU's level (" << IsaName(CpuIsa())
+                 << "; they need AVX2 or AVX-512 with VNNI)";
   constexpr int64_t kOut = 37;
   struct Case {
     DType t;
@@ -142,24 +188,6 @@ TEST(QuantPacked, BackendMatMulEqualsDotRow) {
         EXPECT_EQ(CountDiffering(got3, want), 0) << "row by row " << where;
       }
     }
-  }
-}
-
-// A packing whose group holds one weight row in another lane (rows 3 and 4 swapped) gives
-// those two columns each other's results: the comparison above catches it, for every type.
-TEST(QuantPacked, NegativeControlSwappedRowsDiffer) {
-  SKIP_WITHOUT_PACKED_KERNELS();
-  for (DType t : kPackedTypes) {
-    const int64_t n = 3 * Info(t).block_size, n_out = 16, rows = 5;
-    const size_t rb = RowBytes(t, n);
-    const auto w = Matrix(t, n_out, n, 90);
-    auto swapped = w;
-    std::copy(w.begin() + 3 * rb, w.begin() + 4 * rb, swapped.begin() + 4 * rb);
-    std::copy(w.begin() + 4 * rb, w.begin() + 5 * rb, swapped.begin() + 3 * rb);
-    const auto m = Pack(t, swapped.data(), rb, n_out, n);
-    const auto x = Prepared(t, rows, n, 91);
-    const auto got = Packed(*m, x), want = Reference(w, n_out, x);
-    EXPECT_EQ(CountDiffering(got, want), 2 * rows) << Name(t);
   }
 }
 

@@ -45,19 +45,24 @@ TileFn Avx2Tile(DType t);
 TileFn Avx512Tile(DType t);
 TileFn Avx512WideTile(DType t);  // a column per lane (dot_tile_wide_avx512.cpp)
 // The packed kernels (quant/packed.h) for one 16-row group of nb blocks: out[r * out_stride +
-// c] for r < n_rows, c < n_cols (dot_packed_avx512.cpp); nullptr where the level has none.
+// c] for r < n_rows, c < n_cols (dot_packed_avx512.cpp, dot_packed_avx2.cpp); nullptr where
+// the level has none. Both levels read the same packed bytes.
 using PackedFn = void (*)(const uint8_t* group, int64_t nb, int n_cols, const PreparedRow* x,
                           int64_t n_rows, float* out, int64_t out_stride);
 PackedFn Avx512Packed(DType t);
+PackedFn Avx2Packed(DType t);
 // Where a type's packed dwords come from in its GGUF block (quant/packed.h).
 struct PackLayout {
   int n_dwords = 0, block_bytes = 0;
   int offset[64] = {};  // byte offset in the block of packed dword m
 };
 // Writes one packed group of nb blocks: dword m of block b of row c is read at rows + row_offset[c]
-// + b * block_bytes + offset[m] (one gather a packed dword).
+// + b * block_bytes + offset[m] (one gather a packed dword; the AVX2 one gathers each half of
+// 8 rows: the same bytes).
 void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,
                      int64_t nb, uint8_t* dst);
+void Avx2PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,
+                   int64_t nb, uint8_t* dst);
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
 // AddWeightedRows on AVX2 (dot_avx2.cpp): the accumulator stays in registers across the rows.

@@ -44,8 +44,32 @@ DwordMap MapOf(DType t) {
   }
 }
 
-detail::PackedFn KernelFor(DType t) {
-  return CpuIsa() == Isa::kAvx512 ? detail::Avx512Packed(t) : nullptr;
+// Level `isa`'s packed kernel for `t` (nullptr: none) and its packing code.
+detail::PackedFn KernelFor(Isa isa, DType t) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return detail::Avx512Packed(t);
+    case Isa::kAvx2:
+      return detail::Avx2Packed(t);
+    default:
+      return nullptr;
+  }
+}
+using PackGroupFn = void (*)(const uint8_t*, const int32_t*, const detail::PackLayout&, int64_t,
+                             uint8_t*);
+PackGroupFn PackerFor(Isa isa) {
+  return isa == Isa::kAvx512 ? detail::Avx512PackGroup : detail::Avx2PackGroup;
+}
+
+void Run(Isa isa, const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x,
+         int64_t n_rows, float* out, int64_t out_stride) {
+  CHECKF(g >= 0 && g < m.n_groups() && n_cols >= 1 && n_cols <= kPackedCols && n_rows >= 1,
+         "DotPacked: group {} of {}, {} columns, {} rows", g, m.n_groups(), n_cols, n_rows);
+  CHECKF(x[0].wtype == m.type() && x[0].n == m.k(), "DotPacked: rows prepared for {} x {}",
+         Name(x[0].wtype), x[0].n);
+  const detail::PackedFn f = KernelFor(isa, m.type());
+  CHECKF(f != nullptr, "DotPacked: no {} kernel for {}", IsaName(isa), Name(m.type()));
+  f(m.group(g), m.k() / Info(m.type()).block_size, n_cols, x, n_rows, out, out_stride);
 }
 
 void FreeAligned(uint8_t* p) {
@@ -55,18 +79,34 @@ void FreeAligned(uint8_t* p) {
 }  // namespace
 
 bool CanPack(DType t) {
-  return KernelFor(t) != nullptr;
+  return KernelFor(CpuIsa(), t) != nullptr;
 }
 
+bool CanPackIsa(Isa isa, DType t) {
+  return CpuHasIsa(isa) && KernelFor(isa, t) != nullptr;
+}
+
+// matvec_bench --k 2048 --mib 64, one thread, packed over the mmapped rows' kernels. AVX-512:
+// Q6_K's packed kernel is slower than the one-row kernel below 4 rows (0.8-0.9x); Q4_K and Q8_0
+// win from one row. AVX2 (LOCKSTEP_ISA=avx2 on Zen 5): every type wins from one row (rows 1 /
+// 2 / 4 / 8 / 16: Q4_K 1.95x / 3.32x / 2.71x / 2.36x / 2.51x, Q6_K 1.51x / 3.06x / 1.98x /
+// 1.57x / 1.81x, Q8_0 1.43x / 2.27x / 1.62x / 1.64x / 1.55x).
 int64_t PackedMinRows(DType t) {
+  if (CpuIsa() == Isa::kAvx2) return 1;
   return t == DType::Q6_K ? 4 : 1;
 }
 
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
                                    int64_t k, ThreadPool* pool) {
+  return PackIsa(CpuIsa(), t, w, row_bytes, n_rows, k, pool);
+}
+
+std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t row_bytes,
+                                      int64_t n_rows, int64_t k, ThreadPool* pool) {
   const DwordMap map = MapOf(t);
   const int64_t elems = Info(t).block_size;
-  if (!CanPack(t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
+  if (!CanPackIsa(isa, t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
+  const PackGroupFn pack_group = PackerFor(isa);
   const int64_t nb = k / elems;
   CHECKF(row_bytes == static_cast<size_t>(nb * map.block_bytes), "Pack: {} rows of {} bytes",
          Name(t), row_bytes);
@@ -98,8 +138,8 @@ std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int
       for (int c = 0; c < kPackedCols; ++c)
         row_offset[c] = static_cast<int32_t>(std::min<int64_t>(c, n_rows - 1 - g * kPackedCols) *
                                              static_cast<int64_t>(row_bytes));
-      detail::Avx512PackGroup(src + g * kPackedCols * row_bytes, row_offset, layout, nb,
-                              data + static_cast<size_t>(g) * group_bytes);
+      pack_group(src + g * kPackedCols * row_bytes, row_offset, layout, nb,
+                 data + static_cast<size_t>(g) * group_bytes);
     }
   };
   if (pool)
@@ -111,13 +151,13 @@ std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int
 
 void DotPacked(const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x, int64_t n_rows,
                float* out, int64_t out_stride) {
-  CHECKF(g >= 0 && g < m.n_groups() && n_cols >= 1 && n_cols <= kPackedCols && n_rows >= 1,
-         "DotPacked: group {} of {}, {} columns, {} rows", g, m.n_groups(), n_cols, n_rows);
-  CHECKF(x[0].wtype == m.type() && x[0].n == m.k(), "DotPacked: rows prepared for {} x {}",
-         Name(x[0].wtype), x[0].n);
-  const detail::PackedFn f = KernelFor(m.type());
-  CHECKF(f != nullptr, "DotPacked: no kernel for {}", Name(m.type()));
-  f(m.group(g), m.k() / Info(m.type()).block_size, n_cols, x, n_rows, out, out_stride);
+  Run(CpuIsa(), m, g, n_cols, x, n_rows, out, out_stride);
+}
+
+void DotPackedIsa(Isa isa, const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x,
+                  int64_t n_rows, float* out, int64_t out_stride) {
+  CHECKF(CpuHasIsa(isa), "DotPacked: this CPU lacks {}", IsaName(isa));
+  Run(isa, m, g, n_cols, x, n_rows, out, out_stride);
 }
 
 }  // namespace lockstep::quant

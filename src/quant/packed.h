@@ -34,30 +34,41 @@ class PackedMatrix {
   }
 
  private:
-  friend std::unique_ptr<PackedMatrix> Pack(DType, const void*, size_t, int64_t, int64_t,
-                                            ThreadPool*);
+  friend std::unique_ptr<PackedMatrix> PackIsa(Isa, DType, const void*, size_t, int64_t, int64_t,
+                                               ThreadPool*);
   DType type_ = DType::F32;
   int64_t n_rows_ = 0, k_ = 0;
   size_t group_bytes_ = 0;
   std::unique_ptr<uint8_t[], void (*)(uint8_t*)> data_{nullptr, nullptr};
 };
 
-// True when this CPU's level has packed kernels for `t` (AVX-512: Q4_K, Q6_K, Q8_0).
+// True when this CPU's level has packed kernels for `t` (AVX-512 with VNNI and AVX2: Q4_K,
+// Q6_K, Q8_0; both levels read the same packed bytes).
 bool CanPack(DType t);
-// The fewest activation rows for which the packed kernel of `t` beats the mmapped rows' own
-// kernels (matvec_bench, one thread): Q6_K's packed kernel unpacks 6-bit levels per 16 columns
-// and is slower than the one-row kernel below 4 rows; Q4_K and Q8_0 win from one row.
+// The same at level `isa`: false where the CPU lacks `isa` (tests run every level it has).
+bool CanPackIsa(Isa isa, DType t);
+// The fewest activation rows for which the packed kernel of `t` at this CPU's level beats the
+// mmapped rows' own kernels (matvec_bench, one thread; see packed.cpp): 4 for Q6_K at AVX-512,
+// else 1.
 int64_t PackedMinRows(DType t);
 // The packed copy of `n_rows` rows of `row_bytes` bytes (k elements each) of type `t`, or null
 // when CanPack(t) is false or k is not a whole number of blocks.
 // `pool`, when given, packs groups on its threads (the same bytes).
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
                                    int64_t k, ThreadPool* pool = nullptr);
+// Pack with level `isa`'s packing code (CanPackIsa(isa, t) must hold): the same bytes at every
+// level.
+std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t row_bytes,
+                                      int64_t n_rows, int64_t k, ThreadPool* pool = nullptr);
 
 // out[r * out_stride + c] = DotRow(row 16 g + c, x[r]) for r < n_rows and c < n_cols
 // (1..kPackedCols), bit for bit, for any n_rows >= 1. Every x[r] is prepared for the matrix's
 // type and length.
 void DotPacked(const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x, int64_t n_rows,
                float* out, int64_t out_stride);
+// DotPacked with level `isa`'s kernel (CanPackIsa(isa, m.type()) must hold): tests hold every
+// level the CPU runs to the same bits.
+void DotPackedIsa(Isa isa, const PackedMatrix& m, int64_t g, int n_cols, const PreparedRow* x,
+                  int64_t n_rows, float* out, int64_t out_stride);
 
 }  // namespace lockstep::quant
