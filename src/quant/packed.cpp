@@ -91,11 +91,6 @@ bool CanPackIsa(Isa isa, DType t) {
 // win from one row. AVX2 (LOCKSTEP_ISA=avx2 on Zen 5): every type wins from one row (rows 1 /
 // 2 / 4 / 8 / 16: Q4_K 1.95x / 3.32x / 2.71x / 2.36x / 2.51x, Q6_K 1.51x / 3.06x / 1.98x /
 // 1.57x / 1.81x, Q8_0 1.43x / 2.27x / 1.62x / 1.64x / 1.55x).
-int64_t PackedMinRows(DType t) {
-  if (CpuIsa() == Isa::kAvx2) return 1;
-  return t == DType::Q6_K ? 4 : 1;
-}
-
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
                                    int64_t k, ThreadPool* pool) {
   return PackIsa(CpuIsa(), t, w, row_bytes, n_rows, k, pool);

@@ -47,10 +47,6 @@ class PackedMatrix {
 bool CanPack(DType t);
 // The same at level `isa`: false where the CPU lacks `isa` (tests run every level it has).
 bool CanPackIsa(Isa isa, DType t);
-// The fewest activation rows for which the packed kernel of `t` at this CPU's level beats the
-// mmapped rows' own kernels (matvec_bench, one thread; see packed.cpp): 4 for Q6_K at AVX-512,
-// else 1.
-int64_t PackedMinRows(DType t);
 // The packed copy of `n_rows` rows of `row_bytes` bytes (k elements each) of type `t`, or null
 // when CanPack(t) is false or k is not a whole number of blocks.
 // `pool`, when given, packs groups on its threads (the same bytes).

@@ -122,7 +122,7 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
     }
     return;
   }
-  if (tiles && w.packed && n_rows >= quant::PackedMinRows(w.type)) {
+  if (tiles && w.packed) {
     // Packed weights (quant/packed.h): a column block is one packed group, for any row count.
     static_assert(kBlock == quant::kPackedCols);
     const int64_t pass = TileRowPass(x.cols());
