@@ -32,10 +32,11 @@ namespace lockstep::backend::cuda {
 
 inline constexpr int kWarp = 32;
 
-// Kernels written but not yet run on a GPU (session 13: norms that quantize their output, the
-// short-row expert GEMV) stay off until LOCKSTEP_CUDA_UNVERIFIED=1, so main's GPU path is only
-// what has been measured; their tests turn them on (docs/benchmarks.md, "session 13").
-bool UnverifiedKernelsOn();
+// Kernels not yet shown to pay on a GPU (session 13: norms that quantize their output, `norm`;
+// the short-row expert GEMV, `narrow`) stay off unless LOCKSTEP_CUDA_UNVERIFIED is 1 (all) or
+// names them (e.g. "norm,narrow"), so main's GPU path is what has been measured to help; their
+// tests turn them on (docs/benchmarks.md, "session 13").
+bool UnverifiedKernelOn(const char* name);
 
 inline int CeilDiv(int64_t a, int64_t b) {
   return static_cast<int>((a + b - 1) / b);

@@ -182,7 +182,7 @@ bool CudaBackend::SizeQuantCopy(QuantCopy* c, int64_t rows) {
 }
 
 NormQuant CudaBackend::NormQuantFor(const Tensor& y) {
-  if (y.rows() == 0 || !cuda::UnverifiedKernelsOn()) return {};
+  if (y.rows() == 0 || !cuda::UnverifiedKernelOn("norm")) return {};
   for (QuantCopy& c : quant_copies_) {
     if (c.x != y.data() || c.cols != y.cols()) continue;
     if (!CanQuantizeInNorm(y.cols(), c.block) || !SizeQuantCopy(&c, y.rows())) return {};

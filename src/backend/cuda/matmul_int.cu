@@ -389,7 +389,7 @@ void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t st
         LaunchIntMmaGrouped(m, m.n_expert, xq, m.tiles, stream))
       return;
     if constexpr (F::kElems == 32) {
-      if (IsNarrow<F>(m.k / F::kElems) && UnverifiedKernelsOn()) {
+      if (IsNarrow<F>(m.k / F::kElems) && UnverifiedKernelOn("narrow")) {
         constexpr int C = NarrowColumns<F>();
         const dim3 grid(CeilDiv(m.n_out, kColsPerBlock * C), static_cast<unsigned>(m.tasks));
         IntGatheredNarrowKernel<F><<<grid, kColsPerBlock * kWarp, 0, stream>>>(m, xq);

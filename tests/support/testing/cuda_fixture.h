@@ -32,7 +32,7 @@ inline backend::Weight VectorWeight(const std::string& name, const std::vector<f
 }
 
 // Turns the kernels not yet run on a GPU on for its lifetime (backend/cuda/common.h,
-// UnverifiedKernelsOn), restoring the variable after.
+// UnverifiedKernelOn), restoring the variable after.
 class UnverifiedKernelsScope {
  public:
   UnverifiedKernelsScope() {
