@@ -21,24 +21,6 @@ namespace {
 
 const DType kPackedTypes[] = {DType::Q4_K, DType::Q6_K, DType::Q8_0};
 
-std::vector<uint8_t> Matrix(DType t, int64_t rows, int64_t n, uint32_t seed) {
-  std::vector<uint8_t> w;
-  for (int64_t c = 0; c < rows; ++c) {
-    const auto row = testing::RandomWeights(t, n, seed + static_cast<uint32_t>(c));
-    w.insert(w.end(), row.begin(), row.end());
-  }
-  return w;
-}
-
-std::vector<PreparedRow> Prepared(DType t, int64_t rows, int64_t n, uint32_t seed) {
-  std::vector<PreparedRow> p(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto x = testing::GaussianRow(n, seed + static_cast<uint32_t>(r));
-    PrepareRow(t, x.data(), n, &p[r]);
-  }
-  return p;
-}
-
 // y[r * n_out + j] = DotRow(weight row j, x[r]).
 std::vector<float> Reference(const std::vector<uint8_t>& w, int64_t n_out,
                              const std::vector<PreparedRow>& x) {
@@ -90,11 +72,12 @@ TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
     for (int64_t blocks : {1, 3, 9, 17}) {
       const int64_t n = block * blocks;
       for (int64_t n_out : {5, 16, 37}) {
-        const auto w = Matrix(t, n_out, n, static_cast<uint32_t>(10 * blocks + n_out));
+        const auto w =
+            testing::RandomMatrix(t, n_out, n, static_cast<uint32_t>(10 * blocks + n_out));
         const auto m = PackIsa(isa, t, w.data(), RowBytes(t, n), n_out, n);
         ASSERT_NE(m, nullptr);
         for (int64_t rows : row_counts) {
-          const auto x = Prepared(t, rows, n, static_cast<uint32_t>(1000 + rows));
+          const auto x = testing::PreparedRows(t, rows, n, static_cast<uint32_t>(1000 + rows));
           EXPECT_EQ(CountDiffering(Packed(isa, *m, x), Reference(w, n_out, x)), 0)
               << "n=" << n << " rows=" << rows << " n_out=" << n_out;
         }
@@ -108,7 +91,7 @@ TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
 TEST_P(QuantPackedIsa, PacksTheSameBytesAsPack) {
   for (DType t : kPackedTypes) {
     const int64_t n = 5 * Info(t).block_size, n_out = 37;
-    const auto w = Matrix(t, n_out, n, 70);
+    const auto w = testing::RandomMatrix(t, n_out, n, 70);
     const auto a = PackIsa(GetParam(), t, w.data(), RowBytes(t, n), n_out, n);
     const auto b = Pack(t, w.data(), RowBytes(t, n), n_out, n);
     ASSERT_NE(a, nullptr) << Name(t);
@@ -124,13 +107,13 @@ TEST_P(QuantPackedIsa, NegativeControlSwappedRowsDiffer) {
   for (DType t : kPackedTypes) {
     const int64_t n = 3 * Info(t).block_size, n_out = 16, rows = 5;
     const size_t rb = RowBytes(t, n);
-    const auto w = Matrix(t, n_out, n, 90);
+    const auto w = testing::RandomMatrix(t, n_out, n, 90);
     auto swapped = w;
     std::copy(w.begin() + 3 * rb, w.begin() + 4 * rb, swapped.begin() + 4 * rb);
     std::copy(w.begin() + 4 * rb, w.begin() + 5 * rb, swapped.begin() + 3 * rb);
     const auto m = PackIsa(GetParam(), t, swapped.data(), rb, n_out, n);
     ASSERT_NE(m, nullptr) << Name(t);
-    const auto x = Prepared(t, rows, n, 91);
+    const auto x = testing::PreparedRows(t, rows, n, 91);
     const auto got = Packed(GetParam(), *m, x), want = Reference(w, n_out, x);
     EXPECT_EQ(CountDiffering(got, want), 2 * rows) << Name(t);
   }
@@ -157,7 +140,7 @@ TEST(QuantPacked, BackendMatMulEqualsDotRow) {
                         {DType::Q8_0, 288, {1, 4, 11}},
                         {DType::Q4_K, 8192, {1, 129}}};
   for (const Case& k : cases) {
-    const auto wbytes = Matrix(k.t, kOut, k.n, 5);
+    const auto wbytes = testing::RandomMatrix(k.t, kOut, k.n, 5);
     for (int threads : {1, 2, 3}) {
       backend::CpuBackend be(threads);
       const backend::Weight w = be.PrepareWeight(testing::HostWeight(k.t, k.n, kOut, wbytes));

@@ -17,30 +17,12 @@
 namespace lockstep::quant {
 namespace {
 
-const DType kTileTypes[] = {DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::IQ4_XS,
+const DType kTileTypes[] = {DType::Q4_K, DType::Q5_K, DType::Q6_K,   DType::IQ4_XS,
                             DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::MXFP4};
 
-// `cols` random weight rows of n elements, back to back.
-std::vector<uint8_t> Matrix(DType t, int cols, int64_t n, uint32_t seed) {
-  std::vector<uint8_t> w;
-  for (int c = 0; c < cols; ++c) {
-    const auto row = testing::RandomWeights(t, n, seed + static_cast<uint32_t>(c));
-    w.insert(w.end(), row.begin(), row.end());
-  }
-  return w;
-}
-
-std::vector<PreparedRow> Prepared(DType t, int64_t rows, int64_t n, uint32_t seed) {
-  std::vector<PreparedRow> p(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto x = testing::GaussianRow(n, seed + static_cast<uint32_t>(r));
-    PrepareRow(t, x.data(), n, &p[r]);
-  }
-  return p;
-}
-
 // out[r * cols + c] by the one-row portable kernel, checked against DotRow on the way.
-std::vector<float> OneRow(const std::vector<uint8_t>& w, int cols, const std::vector<PreparedRow>& x) {
+std::vector<float> OneRow(const std::vector<uint8_t>& w, int cols,
+                          const std::vector<PreparedRow>& x) {
   const size_t row_bytes = w.size() / cols;
   std::vector<float> y(x.size() * cols);
   for (size_t r = 0; r < x.size(); ++r)
@@ -86,15 +68,15 @@ TEST_P(QuantTileIsa, EqualsOneRowKernelBitForBit) {
     for (int64_t blocks : {1, 3, 9, 17}) {
       const int64_t n = block * blocks;
       const int cols = blocks == 9 ? 16 : 7;
-      const auto w = Matrix(t, cols, n, static_cast<uint32_t>(10 * blocks));
+      const auto w = testing::RandomMatrix(t, cols, n, static_cast<uint32_t>(10 * blocks));
       for (int64_t rows : row_counts) {
-        const auto x = Prepared(t, rows, n, static_cast<uint32_t>(1000 + rows));
+        const auto x = testing::PreparedRows(t, rows, n, static_cast<uint32_t>(1000 + rows));
         EXPECT_EQ(CountDiffering(Tiled(GetParam(), w, cols, x), OneRow(w, cols, x)), 0)
             << "n=" << n << " rows=" << rows << " cols=" << cols;
       }
     }
-    const auto w = Matrix(t, kMaxTileCols, 2 * block, 77);
-    const auto x = Prepared(t, 9, 2 * block, 78);
+    const auto w = testing::RandomMatrix(t, kMaxTileCols, 2 * block, 77);
+    const auto x = testing::PreparedRows(t, 9, 2 * block, 78);
     for (int cols = 1; cols <= kMaxTileCols; ++cols) {
       const std::vector<uint8_t> wc(w.begin(), w.begin() + cols * RowBytes(t, 2 * block));
       EXPECT_EQ(CountDiffering(Tiled(GetParam(), wc, cols, x), OneRow(wc, cols, x)), 0)
@@ -124,7 +106,7 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
   for (const Case& k : cases) {
     const DType t = k.t;
     const int64_t n = k.n;
-    const auto wbytes = Matrix(t, kCols, n, 5);
+    const auto wbytes = testing::RandomMatrix(t, kCols, n, 5);
     const backend::Weight w = testing::HostWeight(t, n, kCols, wbytes);
     for (int threads : {1, 2, 3}) {
       backend::CpuBackend be(threads);
@@ -161,7 +143,7 @@ TEST(QuantTile, NegativeControlOtherOrderDiffers) {
   for (DType t : {DType::Q4_K, DType::Q8_0}) {
     const int64_t block = Info(t).block_size, blocks = 24, n = block * blocks, rows = 9;
     const int cols = 8;
-    const auto w = Matrix(t, cols, n, 31);
+    const auto w = testing::RandomMatrix(t, cols, n, 31);
     std::vector<float> xs;
     for (int64_t r = 0; r < rows; ++r) {
       const auto x = testing::GaussianRow(n, static_cast<uint32_t>(40 + r));

@@ -71,4 +71,25 @@ inline std::vector<uint8_t> RandomWeights(DType t, int64_t n, uint32_t seed) {
   return w;
 }
 
+// `rows` random weight rows of n elements of type t (seeds seed, seed + 1, ...), back to back.
+inline std::vector<uint8_t> RandomMatrix(DType t, int64_t rows, int64_t n, uint32_t seed) {
+  std::vector<uint8_t> w;
+  for (int64_t c = 0; c < rows; ++c) {
+    const auto row = RandomWeights(t, n, seed + static_cast<uint32_t>(c));
+    w.insert(w.end(), row.begin(), row.end());
+  }
+  return w;
+}
+
+// `rows` Gaussian activation rows of n elements, each prepared for weights of type t.
+inline std::vector<quant::PreparedRow> PreparedRows(DType t, int64_t rows, int64_t n,
+                                                    uint32_t seed) {
+  std::vector<quant::PreparedRow> p(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    const auto x = GaussianRow(n, seed + static_cast<uint32_t>(r));
+    quant::PrepareRow(t, x.data(), n, &p[static_cast<size_t>(r)]);
+  }
+  return p;
+}
+
 }  // namespace lockstep::testing
