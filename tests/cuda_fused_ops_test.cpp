@@ -23,23 +23,8 @@ namespace {
 using backend::Tensor;
 using backend::Weight;
 
-// A weight [n, k] of `type` from Gaussian rows (the bytes are kept in `bytes`).
-Weight QuantWeight(DType type, int64_t k, int64_t n, uint32_t seed, std::vector<uint8_t>* bytes) {
-  const size_t row_bytes = RowBytes(type, k);
-  bytes->resize(row_bytes * static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r)
-    CHECK(testing::EncodeRow(type, testing::GaussianRow(k, seed + static_cast<uint32_t>(r), 0.5f),
-                             bytes->data() + row_bytes * static_cast<size_t>(r)));
-  Weight w;
-  w.name = "w_" + std::string(Name(type));
-  w.type = type;
-  w.ne = {k, n};
-  w.data = bytes->data();
-  w.row_bytes = row_bytes;
-  return w;
-}
-
 using CudaFusedOps = testing::CudaFixture;
+using testing::QuantWeight;
 using testing::SameBits;
 using testing::VectorWeight;
 
@@ -207,7 +192,7 @@ TEST_F(CudaFusedOps, MatMulsShareQuantizedInputsWithTheSameBits) {
   std::vector<Weight> ws;
   for (size_t i = 0; i < std::size(types); ++i)
     ws.push_back(gpu_->PrepareWeight(
-        QuantWeight(types[i], k, 96 + 32 * static_cast<int64_t>(i), 40 + 10 * i, &bytes[i])));
+        QuantWeight(types[i], {k, 96 + 32 * static_cast<int64_t>(i)}, 40 + 10 * i, &bytes[i])));
   for (int64_t rows : {1, 3, 20}) {
     SCOPED_TRACE(std::to_string(rows) + " rows");
     auto run = [&](bool shared, uint32_t seed) {

@@ -31,6 +31,7 @@ namespace {
 
 using backend::Tensor;
 using backend::Weight;
+using testing::QuantWeight;
 using testing::SameBits;
 using testing::VectorWeight;
 
@@ -64,26 +65,6 @@ std::vector<uint8_t> ActBytes(const void* act, int block, int64_t rows, int64_t 
     out.insert(out.end(), s.begin(), s.end());
   }
   return out;
-}
-
-// A weight [n, k] (or [k, n, experts]) of `type` from Gaussian rows, its bytes kept in `bytes`.
-Weight QuantWeight(DType type, std::vector<int64_t> ne, uint32_t seed,
-                   std::vector<uint8_t>* bytes) {
-  const int64_t k = ne[0];
-  int64_t n = 1;
-  for (size_t i = 1; i < ne.size(); ++i) n *= ne[i];
-  const size_t row_bytes = RowBytes(type, k);
-  bytes->resize(row_bytes * static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r)
-    CHECK(testing::EncodeRow(type, testing::GaussianRow(k, seed + static_cast<uint32_t>(r), 0.5f),
-                             bytes->data() + row_bytes * static_cast<size_t>(r)));
-  Weight w;
-  w.name = "w_" + std::string(Name(type));
-  w.type = type;
-  w.ne = std::move(ne);
-  w.data = bytes->data();
-  w.row_bytes = row_bytes;
-  return w;
 }
 
 // One launch of up to three whole-row norms of x, outputs 0 and 2 quantized in blocks of

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "core/check.h"
 #include "testing/backends.h"
+#include "testing/encode.h"
+#include "testing/random.h"
 
 namespace lockstep::testing {
 
@@ -28,6 +31,26 @@ inline backend::Weight VectorWeight(const std::string& name, const std::vector<f
   w.ne = {static_cast<int64_t>(values.size())};
   w.data = values.data();
   w.row_bytes = values.size() * sizeof(float);
+  return w;
+}
+
+// A weight [n, k] (or [k, n, experts]) of `type` from Gaussian rows, its bytes kept in `bytes`.
+inline backend::Weight QuantWeight(DType type, std::vector<int64_t> ne, uint32_t seed,
+                                   std::vector<uint8_t>* bytes) {
+  const int64_t k = ne[0];
+  int64_t n = 1;
+  for (size_t i = 1; i < ne.size(); ++i) n *= ne[i];
+  const size_t row_bytes = RowBytes(type, k);
+  bytes->resize(row_bytes * static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r)
+    CHECK(EncodeRow(type, GaussianRow(k, seed + static_cast<uint32_t>(r), 0.5f),
+                    bytes->data() + row_bytes * static_cast<size_t>(r)));
+  backend::Weight w;
+  w.name = "w_" + std::string(Name(type));
+  w.type = type;
+  w.ne = std::move(ne);
+  w.data = bytes->data();
+  w.row_bytes = row_bytes;
   return w;
 }
 
