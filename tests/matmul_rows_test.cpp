@@ -12,6 +12,7 @@
 #include "quant/quant.h"
 #include "sample/sampler.h"
 #include "testing/matmul_reference.h"
+#include "testing/random.h"
 
 namespace lockstep {
 namespace {
@@ -22,10 +23,6 @@ std::vector<float> Random(uint64_t seed, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(sample::UniformAt(seed, 0, i) * 2 - 1);
   return v;
-}
-
-bool SameBits(float a, float b) {
-  return std::memcmp(&a, &b, sizeof(float)) == 0;
 }
 
 // `cols` weight rows of `n` elements of type t, stored back to back.
@@ -69,12 +66,6 @@ std::vector<float> Blocked(DType t, const std::vector<uint8_t>& w, int cols,
   return y;
 }
 
-int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
-  int d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += !SameBits(a[i], b[i]);
-  return d;
-}
-
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16};
 // Every kernel this CPU can run is checked, not only the one MatMulRowsBlock picks.
 constexpr backend::RowsIsa kIsas[] = {backend::RowsIsa::kAvx2, backend::RowsIsa::kAvx512};
@@ -91,8 +82,8 @@ TEST(MatMulRows, BlockEqualsDotRowBitForBit) {
         const auto w = Weights(t, cols, n, 7 + n);
         for (int64_t rows : row_counts) {
           const auto x = Random(1000 + rows, rows * n);
-          EXPECT_EQ(CountDiffering(Blocked(t, w, cols, x, rows, n, isa),
-                                   Reference(t, w, cols, x, rows, n)),
+          EXPECT_EQ(testing::CountDifferingBits(Blocked(t, w, cols, x, rows, n, isa),
+                                                Reference(t, w, cols, x, rows, n)),
                     0)
               << Name(t) << " n=" << n << " rows=" << rows << " isa=" << static_cast<int>(isa);
         }
@@ -110,8 +101,8 @@ TEST(MatMulRows, EveryColumnCountBitForBit) {
           const auto w = Weights(t, cols, n, 3 + cols);
           for (int64_t rows = 1; rows <= 9; ++rows) {
             const auto x = Random(50 + rows, rows * n);
-            EXPECT_EQ(CountDiffering(Blocked(t, w, cols, x, rows, n, isa),
-                                     Reference(t, w, cols, x, rows, n)),
+            EXPECT_EQ(testing::CountDifferingBits(Blocked(t, w, cols, x, rows, n, isa),
+                                                  Reference(t, w, cols, x, rows, n)),
                       0)
                 << Name(t) << " n=" << n << " cols=" << cols << " rows=" << rows
                 << " isa=" << static_cast<int>(isa);
@@ -142,9 +133,9 @@ TEST(MatMulRows, BackendMatMulEqualsOneRowAtATime) {
           be.ToHost(y, &got);
           be.ToHost(y2, &got2);
           const auto want = testing::MatMulRowByRow(be, w, xh, rows, n);
-          EXPECT_EQ(CountDiffering(got, want), 0)
+          EXPECT_EQ(testing::CountDifferingBits(got, want), 0)
               << Name(t) << " threads=" << threads << " n=" << n << " rows=" << rows;
-          EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << Name(t);
+          EXPECT_EQ(testing::CountDifferingBits(got2, want), 0) << "MatMuls " << Name(t);
         }
       }
   }
@@ -174,8 +165,8 @@ TEST(MatMulRows, NegativeControlOtherArithmeticDiffers) {
                             ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
       seq[r * cols + c] = s;
     }
-  EXPECT_GT(CountDiffering(got, fused), 0) << "a fused multiply-add never differed";
-  EXPECT_GT(CountDiffering(got, seq), 0) << "a sequential sum never differed";
+  EXPECT_GT(testing::CountDifferingBits(got, fused), 0) << "a fused multiply-add never differed";
+  EXPECT_GT(testing::CountDifferingBits(got, seq), 0) << "a sequential sum never differed";
 }
 
 }  // namespace

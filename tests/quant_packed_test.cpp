@@ -43,12 +43,6 @@ std::vector<float> Packed(Isa isa, const PackedMatrix& m, const std::vector<Prep
   return y;
 }
 
-int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
-  int d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += testing::FloatBits(a[i]) != testing::FloatBits(b[i]);
-  return d;
-}
-
 class QuantPackedIsa : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
@@ -78,7 +72,7 @@ TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
         ASSERT_NE(m, nullptr);
         for (int64_t rows : row_counts) {
           const auto x = testing::PreparedRows(t, rows, n, static_cast<uint32_t>(1000 + rows));
-          EXPECT_EQ(CountDiffering(Packed(isa, *m, x), Reference(w, n_out, x)), 0)
+          EXPECT_EQ(testing::CountDifferingBits(Packed(isa, *m, x), Reference(w, n_out, x)), 0)
               << "n=" << n << " rows=" << rows << " n_out=" << n_out;
         }
       }
@@ -115,7 +109,7 @@ TEST_P(QuantPackedIsa, NegativeControlSwappedRowsDiffer) {
     ASSERT_NE(m, nullptr) << Name(t);
     const auto x = testing::PreparedRows(t, rows, n, 91);
     const auto got = Packed(GetParam(), *m, x), want = Reference(w, n_out, x);
-    EXPECT_EQ(CountDiffering(got, want), 2 * rows) << Name(t);
+    EXPECT_EQ(testing::CountDifferingBits(got, want), 2 * rows) << Name(t);
   }
 }
 
@@ -166,9 +160,9 @@ TEST(QuantPacked, BackendMatMulEqualsDotRow) {
         const std::string where = std::string(Name(k.t)) + " n=" + std::to_string(k.n) +
                                   " threads=" + std::to_string(threads) +
                                   " rows=" + std::to_string(rows);
-        EXPECT_EQ(CountDiffering(got, want), 0) << where;
-        EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << where;
-        EXPECT_EQ(CountDiffering(got3, want), 0) << "row by row " << where;
+        EXPECT_EQ(testing::CountDifferingBits(got, want), 0) << where;
+        EXPECT_EQ(testing::CountDifferingBits(got2, want), 0) << "MatMuls " << where;
+        EXPECT_EQ(testing::CountDifferingBits(got3, want), 0) << "row by row " << where;
       }
     }
   }

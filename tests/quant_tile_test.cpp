@@ -42,12 +42,6 @@ std::vector<float> Tiled(Isa isa, const std::vector<uint8_t>& w, int cols,
   return y;
 }
 
-int CountDiffering(const std::vector<float>& a, const std::vector<float>& b) {
-  int d = 0;
-  for (size_t i = 0; i < a.size(); ++i) d += testing::FloatBits(a[i]) != testing::FloatBits(b[i]);
-  return d;
-}
-
 class QuantTileIsa : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {
@@ -71,7 +65,7 @@ TEST_P(QuantTileIsa, EqualsOneRowKernelBitForBit) {
       const auto w = testing::RandomMatrix(t, cols, n, static_cast<uint32_t>(10 * blocks));
       for (int64_t rows : row_counts) {
         const auto x = testing::PreparedRows(t, rows, n, static_cast<uint32_t>(1000 + rows));
-        EXPECT_EQ(CountDiffering(Tiled(GetParam(), w, cols, x), OneRow(w, cols, x)), 0)
+        EXPECT_EQ(testing::CountDifferingBits(Tiled(GetParam(), w, cols, x), OneRow(w, cols, x)), 0)
             << "n=" << n << " rows=" << rows << " cols=" << cols;
       }
     }
@@ -79,7 +73,7 @@ TEST_P(QuantTileIsa, EqualsOneRowKernelBitForBit) {
     const auto x = testing::PreparedRows(t, 9, 2 * block, 78);
     for (int cols = 1; cols <= kMaxTileCols; ++cols) {
       const std::vector<uint8_t> wc(w.begin(), w.begin() + cols * RowBytes(t, 2 * block));
-      EXPECT_EQ(CountDiffering(Tiled(GetParam(), wc, cols, x), OneRow(wc, cols, x)), 0)
+      EXPECT_EQ(testing::CountDifferingBits(Tiled(GetParam(), wc, cols, x), OneRow(wc, cols, x)), 0)
           << "cols=" << cols;
     }
   }
@@ -126,10 +120,10 @@ TEST(QuantTile, BackendMatMulEqualsOneRowAtATime) {
         be.ToHost(y2, &got2);
         be.ToHost(y3, &got3);
         const auto want = testing::MatMulRowByRow(be, w, xh, rows, n);
-        EXPECT_EQ(CountDiffering(got, want), 0)
+        EXPECT_EQ(testing::CountDifferingBits(got, want), 0)
             << Name(t) << " n=" << n << " threads=" << threads << " rows=" << rows;
-        EXPECT_EQ(CountDiffering(got2, want), 0) << "MatMuls " << Name(t);
-        EXPECT_EQ(CountDiffering(got3, want), 0) << "row by row " << Name(t);
+        EXPECT_EQ(testing::CountDifferingBits(got2, want), 0) << "MatMuls " << Name(t);
+        EXPECT_EQ(testing::CountDifferingBits(got3, want), 0) << "row by row " << Name(t);
       }
     }
   }
@@ -174,9 +168,11 @@ TEST(QuantTile, NegativeControlOtherOrderDiffers) {
         reversed[r * cols + c] = tree(back);
         seq[r * cols + c] = s;
       }
-    EXPECT_EQ(CountDiffering(got, acc8), 0) << Name(t) << ": Acc8 of the block terms";
-    EXPECT_GT(CountDiffering(got, seq), 0) << Name(t) << ": a sequential sum never differed";
-    EXPECT_GT(CountDiffering(got, reversed), 0) << Name(t) << ": reversed blocks never differed";
+    EXPECT_EQ(testing::CountDifferingBits(got, acc8), 0) << Name(t) << ": Acc8 of the block terms";
+    EXPECT_GT(testing::CountDifferingBits(got, seq), 0)
+        << Name(t) << ": a sequential sum never differed";
+    EXPECT_GT(testing::CountDifferingBits(got, reversed), 0)
+        << Name(t) << ": reversed blocks never differed";
   }
 }
 

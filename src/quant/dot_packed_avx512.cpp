@@ -277,24 +277,8 @@ void Packed(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, in
     RowTile<K, kMaxTileRows>(grp, nb, n_cols, x + r0, out + r0 * out_stride, out_stride);
   const PreparedRow* xr = x + r0;
   float* o = out + r0 * out_stride;
-  switch (n_rows - r0) {
-    case 1:
-      return RowTile<K, 1>(grp, nb, n_cols, xr, o, out_stride);
-    case 2:
-      return RowTile<K, 2>(grp, nb, n_cols, xr, o, out_stride);
-    case 3:
-      return RowTile<K, 3>(grp, nb, n_cols, xr, o, out_stride);
-    case 4:
-      return RowTile<K, 4>(grp, nb, n_cols, xr, o, out_stride);
-    case 5:
-      return RowTile<K, 5>(grp, nb, n_cols, xr, o, out_stride);
-    case 6:
-      return RowTile<K, 6>(grp, nb, n_cols, xr, o, out_stride);
-    case 7:
-      return RowTile<K, 7>(grp, nb, n_cols, xr, o, out_stride);
-    default:
-      return;
-  }
+  WithRowCount<kMaxTileRows>(n_rows - r0,
+                             [&]<int R>() { RowTile<K, R>(grp, nb, n_cols, xr, o, out_stride); });
 }
 
 }  // namespace

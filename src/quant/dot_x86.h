@@ -15,6 +15,16 @@
 namespace lockstep::quant::detail {
 namespace {
 
+// Calls f.template operator()<R>() with R == n for 1 <= n < kMax (the leftover rows of a
+// register-tiled loop, each count its own instantiation); does nothing otherwise.
+template <int kMax, class F>
+inline void WithRowCount(int64_t n, F&& f) {
+  if constexpr (kMax > 1) {
+    if (n == kMax - 1) return f.template operator()<kMax - 1>();
+    WithRowCount<kMax - 1>(n, f);
+  }
+}
+
 inline uint16_t Bits16(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -128,10 +138,10 @@ inline __m128 Halves4(const uint8_t* p, int stride) {
 }
 // The f16 at byte `off` of four rows, row c in lane c.
 inline __m128 Halves4Of(const uint8_t* const* w, int64_t off) {
-  return _mm_cvtph_ps(_mm_setr_epi16(
-      static_cast<int16_t>(Bits16(w[0] + off)), static_cast<int16_t>(Bits16(w[1] + off)),
-      static_cast<int16_t>(Bits16(w[2] + off)), static_cast<int16_t>(Bits16(w[3] + off)), 0, 0, 0,
-      0));
+  return _mm_cvtph_ps(_mm_setr_epi16(static_cast<int16_t>(Bits16(w[0] + off)),
+                                     static_cast<int16_t>(Bits16(w[1] + off)),
+                                     static_cast<int16_t>(Bits16(w[2] + off)),
+                                     static_cast<int16_t>(Bits16(w[3] + off)), 0, 0, 0, 0));
 }
 inline __m128 ActScales4(const uint8_t* xb, int stride) {
   return _mm_setr_ps(ActScale(xb), ActScale(xb + stride), ActScale(xb + 2 * stride),
@@ -156,9 +166,7 @@ struct Q8_0Block {
   float Scale(const uint8_t* wb) const { return Half(wb); }
   __m128 Scales4(const uint8_t* wb) const { return Halves4(wb, kBytes); }
   // The scales of block b of four weight rows, row c in lane c.
-  __m128 ColScales4(const uint8_t* const* w, int64_t b) const {
-    return Halves4Of(w, b * kBytes);
-  }
+  __m128 ColScales4(const uint8_t* const* w, int64_t b) const { return Halves4Of(w, b * kBytes); }
 };
 template <Nib kKind>
 struct NibbleBlock {

@@ -60,14 +60,13 @@ void CpuBackend::FromHost(std::span<const float> src, Tensor* t) {
   std::memcpy(t->data(), src.data(), src.size_bytes());
 }
 
-Weight CpuBackend::PrepareWeight(Weight host_view) {
+Weight CpuBackend::PrepareWeight(Weight w) {
   // Matmul weights of the types with packed kernels are repacked once, here (the same bytes,
   // 16 rows interleaved per block); the mmapped view stays for row reads (GetRows of a tied
   // embedding) and for the row-by-row baseline path.
-  Weight& w = host_view;
   if (w.use == WeightUse::kMatMul && w.ne.size() == 2 && quant::CanPack(w.type))
     w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0], &pool_);
-  return host_view;
+  return w;
 }
 
 std::shared_ptr<void> CpuBackend::NewBuffer(size_t bytes) {

@@ -24,4 +24,11 @@ inline uint32_t FloatBits(float f) {
   return u;
 }
 
+// How many positions of a and b (same length) hold floats with different bits.
+inline int CountDifferingBits(const std::vector<float>& a, const std::vector<float>& b) {
+  int d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d += FloatBits(a[i]) != FloatBits(b[i]);
+  return d;
+}
+
 }  // namespace lockstep::testing
