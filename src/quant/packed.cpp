@@ -14,34 +14,28 @@
 namespace lockstep::quant {
 namespace {
 
-// Byte offset within a GGUF block of each dword the type's packed kernel reads (every dword a
-// kernel needs, in the order it reads them; see dot_packed_avx512.cpp).
-struct DwordMap {
-  int block_bytes = 0;
-  int n_dwords = 0;
-  int Offset(DType t, int m) const {
-    switch (t) {
-      case DType::Q6_K:  // ql, qh and scales whole; d is the high half of the dword at 206
-        return m < 52 ? 4 * m : 206;
-      case DType::Q8_0:  // d (low half of the dword at 0), then the 32 levels from byte 2
-        return m == 0 ? 0 : 2 + 4 * (m - 1);
-      default:  // Q4_K: the block's 36 dwords as they are
-        return 4 * m;
-    }
-  }
-};
-
-DwordMap MapOf(DType t) {
+// Where each dword the type's packed kernel reads sits in its GGUF block (every dword a kernel
+// needs, in the order it reads them; see dot_packed_avx512.cpp). n_dwords 0: not packable.
+detail::PackLayout LayoutOf(DType t) {
+  detail::PackLayout l;
+  l.block_bytes = static_cast<int>(Info(t).type_size);
   switch (t) {
-    case DType::Q4_K:
-      return {144, 36};
-    case DType::Q6_K:
-      return {210, 53};
-    case DType::Q8_0:
-      return {34, 9};
+    case DType::Q4_K:  // the block's 36 dwords as they are
+      l.n_dwords = 36;
+      for (int m = 0; m < 36; ++m) l.offset[m] = 4 * m;
+      break;
+    case DType::Q6_K:  // ql, qh and scales whole; d is the high half of the dword at 206
+      l.n_dwords = 53;
+      for (int m = 0; m < 53; ++m) l.offset[m] = m < 52 ? 4 * m : 206;
+      break;
+    case DType::Q8_0:  // d (low half of the dword at 0), then the 32 levels from byte 2
+      l.n_dwords = 9;
+      for (int m = 0; m < 9; ++m) l.offset[m] = m == 0 ? 0 : 2 + 4 * (m - 1);
+      break;
     default:
-      return {};
+      break;
   }
+  return l;
 }
 
 // Level `isa`'s packed kernel for `t` (nullptr: none) and its packing code.
@@ -86,11 +80,6 @@ bool CanPackIsa(Isa isa, DType t) {
   return CpuHasIsa(isa) && KernelFor(isa, t) != nullptr;
 }
 
-// matvec_bench --k 2048 --mib 64, one thread, packed over the mmapped rows' kernels. AVX-512:
-// Q6_K's packed kernel is slower than the one-row kernel below 4 rows (0.8-0.9x); Q4_K and Q8_0
-// win from one row. AVX2 (LOCKSTEP_ISA=avx2 on Zen 5): every type wins from one row (rows 1 /
-// 2 / 4 / 8 / 16: Q4_K 1.95x / 3.32x / 2.71x / 2.36x / 2.51x, Q6_K 1.51x / 3.06x / 1.98x /
-// 1.57x / 1.81x, Q8_0 1.43x / 2.27x / 1.62x / 1.64x / 1.55x).
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
                                    int64_t k, ThreadPool* pool) {
   return PackIsa(CpuIsa(), t, w, row_bytes, n_rows, k, pool);
@@ -98,18 +87,18 @@ std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int
 
 std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t row_bytes,
                                       int64_t n_rows, int64_t k, ThreadPool* pool) {
-  const DwordMap map = MapOf(t);
+  const detail::PackLayout layout = LayoutOf(t);
   const int64_t elems = Info(t).block_size;
   if (!CanPackIsa(isa, t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
   const PackGroupFn pack_group = PackerFor(isa);
   const int64_t nb = k / elems;
-  CHECKF(row_bytes == static_cast<size_t>(nb * map.block_bytes), "Pack: {} rows of {} bytes",
+  CHECKF(row_bytes == static_cast<size_t>(nb * layout.block_bytes), "Pack: {} rows of {} bytes",
          Name(t), row_bytes);
   auto m = std::make_unique<PackedMatrix>();
   m->type_ = t;
   m->n_rows_ = n_rows;
   m->k_ = k;
-  const size_t block_bytes = static_cast<size_t>(map.n_dwords) * 4 * kPackedCols;
+  const size_t block_bytes = static_cast<size_t>(layout.n_dwords) * 4 * kPackedCols;
   m->group_bytes_ = block_bytes * static_cast<size_t>(nb);
   const size_t total = m->group_bytes_ * static_cast<size_t>(m->n_groups());
   // 2 MiB-aligned and advised as huge pages: a fault and a TLB entry per 2 MiB instead of per
@@ -121,10 +110,6 @@ std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t ro
   CHECKF(data != nullptr, "Pack: out of memory for {} bytes", total);
   if (align == kHuge) madvise(data, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
   m->data_ = {data, FreeAligned};
-  detail::PackLayout layout;
-  layout.n_dwords = map.n_dwords;
-  layout.block_bytes = map.block_bytes;
-  for (int d = 0; d < map.n_dwords; ++d) layout.offset[d] = map.Offset(t, d);
   const auto* src = static_cast<const uint8_t*>(w);
   const size_t group_bytes = m->group_bytes_;
   auto pack_groups = [&](int64_t g0, int64_t g1) {
