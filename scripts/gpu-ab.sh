@@ -9,12 +9,13 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'USAGE'
 usage: scripts/gpu-ab.sh --base DIR --new DIR [--also NAME=DIR ...] [--presets 26b-a4b,31b]
-                         [--reps 2] [--work DIR] [--engine]
+                         [--reps 2] [--work DIR] [--engine] [--model FILE]
 
   --base DIR, --new DIR  directories holding each build's lockstep (in DIR or DIR/src); the new
                          one also cpu_compare_bench (and engine_bench for --engine)
   --also NAME=DIR        a further build, run after new in each round (repeatable)
   --presets P            comma-separated shapes of cpu_compare_bench --write-preset
+  --model FILE           an existing GGUF to use instead of writing the (single) preset; kept
   --reps N               runs of each build per preset, alternating (default 2)
   --work DIR             where the model files are written, one at a time (default /tmp)
   --engine               also engine_bench (1 / 8 / 32 sequences, each checked against a solo
@@ -23,7 +24,7 @@ Needs a CUDA device.
 USAGE
 }
 
-base="" new="" presets=26b-a4b,31b reps=2 work=/tmp engine=0 also=()
+base="" new="" presets=26b-a4b,31b reps=2 work=/tmp engine=0 also=() given_model=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --help | -h) usage; exit 0 ;;
@@ -31,6 +32,7 @@ while [[ $# -gt 0 ]]; do
     --new) new="$2"; shift ;;
     --also) also+=("$2"); shift ;;
     --presets) presets="$2"; shift ;;
+    --model) given_model="$2"; shift ;;
     --reps) reps="$2"; shift ;;
     --work) work="$2"; shift ;;
     --engine) engine=1 ;;
@@ -61,7 +63,9 @@ echo "|---|---|---|---|---|---|"
 for preset in ${presets//,/ }; do
   model="$work/lockstep-ab-$preset-$$.gguf"
   trap 'rm -f "$model"' EXIT
+  if [[ -n "$given_model" ]]; then model=$given_model; trap - EXIT; else
   "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
+  fi
   hashes=()
   for ((rep = 1; rep <= reps; ++rep)); do
     for build in "${builds[@]}"; do
@@ -98,5 +102,5 @@ exact = "yes" if rows and all(r["exact"] for r in rows) else "NO"
 print(f"{sys.argv[1]} engine 1 / 8 / 32 seqs: {agg} tok/s, exact: {exact}")
 PY
   fi
-  rm -f "$model"
+  [[ -n "$given_model" ]] || rm -f "$model"
 done

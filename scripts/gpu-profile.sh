@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 usage() {
   cat <<'USAGE'
 usage: scripts/gpu-profile.sh [--bin DIR] [--presets 26b-a4b,31b] [--work DIR] [--out DIR]
-                              [--context N] [--prefill]
+                              [--context N] [--prefill] [--model FILE]
 
   --bin DIR      directory holding lockstep and cpu_compare_bench (default: build; the
                  binaries may sit in DIR, DIR/src or DIR/bench)
+  --model FILE   an existing GGUF to use instead of writing the (single) preset; kept
   --presets P    comma-separated shapes of cpu_compare_bench --write-preset (default: 26b-a4b)
   --work DIR     where the model files are written, one at a time (default: /tmp)
   --out DIR      where the per-kernel CSV files go (default: the work directory)
@@ -21,12 +22,13 @@ Needs a CUDA device and ncu (Nsight Compute) on the PATH.
 USAGE
 }
 
-bin=build presets=26b-a4b work=/tmp out="" context=512 prefill=0
+bin=build presets=26b-a4b work=/tmp out="" context=512 prefill=0 given_model=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --help | -h) usage; exit 0 ;;
     --bin) bin="$2"; shift ;;
     --presets) presets="$2"; shift ;;
+    --model) given_model="$2"; shift ;;
     --work) work="$2"; shift ;;
     --out) out="$2"; shift ;;
     --context) context="$2"; shift ;;
@@ -52,7 +54,9 @@ kv_flags="--cache-type-k f16 --cache-type-v f16"  # llama.cpp's default, as in g
 for preset in ${presets//,/ }; do
   model="$work/lockstep-profile-$preset-$$.gguf"
   trap 'rm -f "$model"' EXIT
+  if [[ -n "$given_model" ]]; then model=$given_model; trap - EXIT; else
   "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
+  fi
   gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 64 --ignore-eos \
     --json --no-hash $kv_flags)
   step_ms=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); print(t["timings"]["generate_ms"]/t["n_generated"])' "$gen")
@@ -98,5 +102,5 @@ print(f"{'kernel grid':60s} {'n':>5s} {'us':>9s} {'%':>6s}")
 for key, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:40]:
     print(f"{key[:60]:60s} {n:5d} {us:9.1f} {100 * us / total:6.1f}")
 PY
-  rm -f "$model"
+  [[ -n "$given_model" ]] || rm -f "$model"
 done
