@@ -199,6 +199,31 @@ TEST(GenerateCli, LlamaCppCacheTypeFlags) {
   EXPECT_NE(bad.find("q9"), std::string::npos) << bad;
 }
 
+// llama.cpp's -ub sets the prompt rows per forward pass: any size decodes the same tokens (the
+// run's prompt of 5 tokens goes through in 2-row, 1-row and whole passes); 0 is a usage error.
+TEST(GenerateCli, UbatchSizeNeverChangesTheTokens) {
+  REQUIRE_MODELS();
+  const auto run = [](const std::string& flags, int* rc) {
+    return testing::RunCli(
+        LOCKSTEP_BINARY,
+        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(),
+                    flags),
+        rc);
+  };
+  int rc = -1;
+  const std::string whole = run("", &rc);
+  ASSERT_EQ(rc, 0) << whole;
+  const auto tokens = nlohmann::json::parse(whole.substr(whole.find('{')))["tokens"];
+  for (const std::string flags : {"-ub 2", "--ubatch-size 1"}) {
+    const std::string out = run(flags, &rc);
+    ASSERT_EQ(rc, 0) << flags << ": " << out;
+    EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tokens"], tokens) << flags;
+  }
+  const std::string bad = run("-ub 0", &rc);
+  EXPECT_EQ(rc, 2) << bad;
+  EXPECT_NE(bad.find("ubatch"), std::string::npos) << bad;
+}
+
 // One exit-code convention: a usage error (no or unknown command, unknown flag) is 2 in every
 // command and lab subcommand, with the usage or the error on stderr; --help is 0.
 TEST(Cli, UsageErrorsExitTwoInEveryCommand) {

@@ -219,6 +219,7 @@ std::vector<std::string> ArgsWithLlamaAliases(int argc, char** argv) {
     if (arg == "-ctv") arg = "--cache-type-v";
     if (arg == "-cnv") arg = "--conversation";
     if (arg == "-sys") arg = "--system-prompt";
+    if (arg == "-ub") arg = "--ubatch-size";
   }
   std::reverse(args.begin(), args.end());
   return args;

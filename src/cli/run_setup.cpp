@@ -45,6 +45,9 @@ void AddRunOptions(CLI::App& app, RunArgs& a) {
       ->check(CLI::Range(1, 256));
   app.add_option("-c,--ctx,--ctx-size", a.ctx, "context size (0: prompt + n + draft room)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--ubatch-size", a.ubatch,
+                 "prompt tokens per forward pass (also -ub; never changes the output)")
+      ->check(CLI::Range(1, 8192));
   a.draft_option = app.add_option("--draft,--model-draft", a.draft,
                                   "Gemma 4 assistant drafter GGUF: speculative decoding (also "
                                   "-md); without a path, the default drafter (found like -m's)")
@@ -85,6 +88,7 @@ Status SetOptions(const RunArgs& a, const tokenizer::Tokenizer* tok, engine::Gen
   o.sampling.repeat_penalty = a.repeat_penalty;
   o.sampling.repeat_last_n = a.repeat_last_n;
   o.n_ctx = a.ctx;
+  o.prefill_chunk = a.ubatch;
   o.draft_max = a.draft_max;
   o.draft_p_min = a.draft_p_min;
   o.adaptive_draft = !a.fixed_draft;
