@@ -95,6 +95,47 @@ class CudaIntMatMul : public ::testing::Test {
     gpu_->ToHost(t, &v);
     return v;
   }
+  // The gathered launch of expert tasks (task t: activation row t / x_div through expert
+  // experts[t]'s n_out rows) on random activations, each output against quant::DotRow.
+  void CheckExpertTasks(const Case& c, const Weight& w, int n_expert, int64_t n_out,
+                        const std::vector<int32_t>& experts, int64_t x_div, uint32_t seed) {
+#if LOCKSTEP_HAS_CUDA
+    namespace cu = backend::cuda;
+    const auto tasks = static_cast<int64_t>(experts.size());
+    const int64_t x_rows = tasks / x_div + 1;
+    const auto x = testing::GaussianRow(x_rows * c.k, seed);
+    const Tensor tx = Upload(x.data(), x_rows, c.k);
+    backend::IntTensor te = gpu_->NewIntTensor(tasks);
+    gpu_->Upload(experts, &te);
+    Tensor y = gpu_->NewTensor(tasks, n_out);
+    void *act = nullptr, *tiles = nullptr;
+    ASSERT_EQ(cudaMalloc(&act, cu::IntActivationBytes(c.type, x_rows, c.k)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&tiles, cu::ExpertTileBytes(tasks, n_expert)), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    cu::GatheredMatMul m{c.type, w.data,   static_cast<int64_t>(w.row_bytes),
+                         c.k,    n_out,    tx.data(),
+                         x_div,  nullptr,  te.data(),
+                         n_out,  tasks,    y.data(),
+                         act,    n_expert, tiles};
+    cu::LaunchGatheredMatMul(m, nullptr);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto got = Host(y);
+    cudaFree(act);
+    cudaFree(tiles);
+    quant::PreparedRow prepared;
+    for (int64_t t = 0; t < tasks; ++t) {
+      quant::PrepareRow(c.type, x.data() + (t / x_div) * c.k, c.k, &prepared);
+      for (int64_t j = 0; j < n_out; ++j) {
+        const float want =
+            quant::DotRow(c.bytes.data() + (experts[t] * n_out + j) * c.view.row_bytes, prepared);
+        ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(t * n_out + j)], &want, sizeof(float)), 0)
+            << "task " << t << " output " << j;
+      }
+    }
+#else
+    (void)c, (void)w, (void)n_expert, (void)n_out, (void)experts, (void)x_div, (void)seed;
+#endif
+  }
   std::unique_ptr<backend::Backend> gpu_;
 };
 
@@ -185,7 +226,6 @@ TEST_F(CudaIntMatMul, ManyColumnsOfLongRowsMatchTheCpuDotBitForBit) {
 // expert E(t). 5 tasks run one by one (dp4a), 50 grouped by expert on tensor cores; both give
 // quant::DotRow's bits.
 TEST_F(CudaIntMatMul, ExpertTasksMatchTheCpuDotBitForBit) {
-  namespace cu = backend::cuda;
   const int n_expert = 6;
   const int64_t n_out = 40, x_div = 2;
   for (DType type : kIntegerFormats) {
@@ -194,39 +234,40 @@ TEST_F(CudaIntMatMul, ExpertTasksMatchTheCpuDotBitForBit) {
     const Weight w = gpu_->PrepareWeight(c.view);
     for (int64_t tasks : {5, 50}) {
       SCOPED_TRACE("tasks " + std::to_string(tasks));
-      const int64_t x_rows = tasks / x_div + 1;
-      const auto x = testing::GaussianRow(x_rows * c.k, 31);
       std::vector<int32_t> experts;
       for (int64_t t = 0; t < tasks; ++t)
         experts.push_back(static_cast<int32_t>((t * 7 + t / 3) % n_expert));
-      const Tensor tx = Upload(x.data(), x_rows, c.k);
-      backend::IntTensor te = gpu_->NewIntTensor(tasks);
-      gpu_->Upload(experts, &te);
-      Tensor y = gpu_->NewTensor(tasks, n_out);
-      void *act = nullptr, *tiles = nullptr;
-      ASSERT_EQ(cudaMalloc(&act, cu::IntActivationBytes(type, x_rows, c.k)), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&tiles, cu::ExpertTileBytes(tasks, n_expert)), cudaSuccess);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      cu::GatheredMatMul m{type,  w.data,   static_cast<int64_t>(w.row_bytes),
-                           c.k,   n_out,    tx.data(),
-                           x_div, nullptr,  te.data(),
-                           n_out, tasks,    y.data(),
-                           act,   n_expert, tiles};
-      cu::LaunchGatheredMatMul(m, nullptr);
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      const auto got = Host(y);
-      cudaFree(act);
-      cudaFree(tiles);
-      quant::PreparedRow prepared;
-      for (int64_t t = 0; t < tasks; ++t) {
-        quant::PrepareRow(type, x.data() + (t / x_div) * c.k, c.k, &prepared);
-        for (int64_t j = 0; j < n_out; ++j) {
-          const float want =
-              quant::DotRow(c.bytes.data() + (experts[t] * n_out + j) * c.view.row_bytes, prepared);
-          ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(t * n_out + j)], &want, sizeof(float)), 0)
-              << "task " << t << " output " << j;
-        }
-      }
+      CheckExpertTasks(c, w, n_expert, n_out, experts, x_div, 31);
+    }
+  }
+}
+
+// The tensor-core kernels on short rows, where the 32-element formats' step schedule crosses
+// partial sums (k = 736: 23 blocks; 704: 22, the 26B-A4B expert down projection; 64: 2 blocks,
+// six empty partials) and on many expert tasks (130 experts over 8 warps' ballots, one expert
+// holding 5 or more tiles, most none): every output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, TensorCoreShortRowsAndManyExpertTasksMatchTheCpuDotBitForBit) {
+  const int64_t rows = 40, n = 70;
+  for (DType type : kIntegerFormats) {
+    const bool k256 = Info(type).block_size == 256;
+    for (int64_t k : k256 ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{64, 704, 736}) {
+      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
+      const Case c = MakeCase(type, n, 700, k);
+      const auto x = testing::GaussianRow(rows * k, 23);
+      Tensor y = gpu_->NewTensor(rows, n);
+      gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
+      ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+    }
+    const int n_expert = 130;
+    const int64_t n_out = 24;
+    const Case c = MakeCase(type, n_out * n_expert, 910, k256 ? 768 : 704);
+    const Weight w = gpu_->PrepareWeight(c.view);
+    for (int64_t tasks : {600, 9000}) {  // 9,000: more than the tile table stages at once
+      std::vector<int32_t> experts;
+      for (int64_t t = 0; t < tasks; ++t)
+        experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
+      SCOPED_TRACE(std::string(Name(type)) + " experts, tasks " + std::to_string(tasks));
+      CheckExpertTasks(c, w, n_expert, n_out, experts, 1, 37);
     }
   }
 }

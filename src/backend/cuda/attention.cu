@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(attention::kThreads)
   for (unsigned done = 0; NextPass(tr, done, pass); done |= pass.rows) {
     const attention::RowPair rp = RowsOf(tr, pass);
     if (any_keys)
-      attention::FoldSplit<kDimTiles>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
-                                      pass.last, rp, st);
+      attention::FoldSplit<kDimTiles, true>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
+                                            pass.last, rp, st);
     else
       st.Clear();
 #pragma unroll
@@ -252,8 +252,8 @@ __global__ void __launch_bounds__(attention::kThreads)
   for (unsigned done = 0; NextPass(tr, done, pass); done |= pass.rows) {
     const attention::RowPair rp = RowsOf(tr, pass);
     for (int split = 0; split < kSplits; ++split) {
-      attention::FoldSplit<kDimTiles>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
-                                      pass.last, rp, st);
+      attention::FoldSplit<kDimTiles, false>(smem, kv, pass.seq, col, head_dim, vec, split, pass.lo,
+                                             pass.last, rp, st);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         if (!rp.active[r] || st.l[r] == 0.0f) continue;

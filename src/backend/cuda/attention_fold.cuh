@@ -247,20 +247,28 @@ __device__ __forceinline__ void LoadBlock(const KvLayerView& kv, const int64_t* 
 // Scores of warp w's 8 keys for the tile's 16 rows: s[2 r + c] is row g + 8 r, key 8 w + 2 t + c.
 // The dims are summed in four interleaved chains (k-step j into chain j % 4), added in a fixed
 // tree.
-template <int kDimTiles>
+//
+// kLean keeps the loops over k-steps rolled (the same operations in the same order): a decode
+// launch folds one or two blocks, so fully unrolled code runs once per block and its warps
+// wait on instruction fetches (62% of their stalls in the split kernel, session 14); the
+// whole-tile kernel folds many blocks and keeps the unrolled code.
+template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void ScoreBlock(const char* smem, float (&s)[4]) {
   using L = TileLayout<kDimTiles>;
   const float* qs = reinterpret_cast<const float*>(smem + L::kQ);
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, g = lane / 4, t = lane % 4;
   const float* krow = reinterpret_cast<const float*>(smem + L::kK) + (8 * w + g) * L::kKStride;
   float chain[4][4] = {};
+#pragma unroll(kLean ? 1 : kDimTiles)
+  for (int j0 = 0; j0 < 4 * kDimTiles; j0 += 4) {
 #pragma unroll
-  for (int j = 0; j < 4 * kDimTiles; ++j) {
-    const int d = 8 * j + t;
-    const float a[4] = {qs[g * L::kQStride + d], qs[(g + 8) * L::kQStride + d],
-                        qs[g * L::kQStride + d + 4], qs[(g + 8) * L::kQStride + d + 4]};
-    const float b[2] = {krow[d], krow[d + 4]};
-    MmaSplit(chain[j % 4], a, b);
+    for (int c = 0; c < 4; ++c) {  // k-step j0 + c into chain c
+      const int d = 8 * (j0 + c) + t;
+      const float a[4] = {qs[g * L::kQStride + d], qs[(g + 8) * L::kQStride + d],
+                          qs[g * L::kQStride + d + 4], qs[(g + 8) * L::kQStride + d + 4]};
+      const float b[2] = {krow[d], krow[d + 4]};
+      MmaSplit(chain[c], a, b);
+    }
   }
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -291,7 +299,7 @@ struct FoldState {
 
 // o = o * corr + P x V for the rows that took keys from this block (the others keep their
 // bits): warp w's dims, eight at a time, over the block's 32 keys in four k-steps.
-template <int kDimTiles>
+template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&upd)[2],
                                                 const float (&corr)[2], FoldState<kDimTiles>& st) {
   using L = TileLayout<kDimTiles>;
@@ -302,7 +310,7 @@ __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&u
 #pragma unroll
   for (int n0 = 0; n0 < kDimTiles; n0 += kChunk) {
     float pv[kChunk][4] = {};
-#pragma unroll
+#pragma unroll(kLean ? 1 : kBlockKeys / 8)
     for (int j = 0; j < kBlockKeys / 8; ++j) {
       const int k = 8 * j + t;
       const float a[4] = {ps[g * L::kPStride + k], ps[(g + 8) * L::kPStride + k],
@@ -325,7 +333,7 @@ __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&u
 
 // One block of the online softmax for the thread's rows: masked scores, the block's row maxima
 // and sums across the four warps (sums in warp order), P to shared memory, the state update.
-template <int kDimTiles>
+template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void FoldBlock(char* smem, int b, const RowPair& rows,
                                           FoldState<kDimTiles>& st) {
   using L = TileLayout<kDimTiles>;
@@ -334,7 +342,7 @@ __device__ __forceinline__ void FoldBlock(char* smem, int b, const RowPair& rows
   float* red_sum = red_max + kWarps * kTileRows;
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, g = lane / 4, t = lane % 4;
   float s[4];
-  ScoreBlock<kDimTiles>(smem, s);
+  ScoreBlock<kDimTiles, kLean>(smem, s);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -380,7 +388,7 @@ __device__ __forceinline__ void FoldBlock(char* smem, int b, const RowPair& rows
     st.l[r] = __fadd_rn(__fmul_rn(st.l[r], corr[r]), bsum);
     st.m[r] = m_new[r];
   }
-  AccumulateBlock<kDimTiles>(smem, upd, corr, st);
+  AccumulateBlock<kDimTiles, kLean>(smem, upd, corr, st);
 }
 
 // The first block of split `split` among blocks [lo / 32, last / 32]; past last / 32 when the
@@ -397,7 +405,7 @@ __device__ __forceinline__ bool SplitHasKeys(int split, int lo, int last) {
 // Split `split` of keys [lo, last] of sequence `seq` from the empty state: its blocks (those
 // congruent to the split modulo kSplits) in ascending order. Every thread of the block calls it
 // with the same arguments.
-template <int kDimTiles>
+template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void FoldSplit(char* smem, const KvLayerView& kv, int seq, int64_t col,
                                           int head_dim, bool vec, int split, int lo, int last,
                                           const RowPair& rows, FoldState<kDimTiles>& st) {
@@ -413,7 +421,7 @@ __device__ __forceinline__ void FoldSplit(char* smem, const KvLayerView& kv, int
     __syncthreads();
     LoadBlock<kDimTiles>(kv, key_rows, col, head_dim, vec, smem);
     __syncthreads();
-    FoldBlock<kDimTiles>(smem, b, rows, st);
+    FoldBlock<kDimTiles, kLean>(smem, b, rows, st);
   }
 }
 

@@ -67,7 +67,10 @@ __device__ __forceinline__ int8_t QuantLevel(float s, float scale) {
   return static_cast<int8_t>(RoundHalfAway(__fmul_rn(s, inv)));
 }
 
-template <int kPer, int kOuts>
+// kQuant: some output writes a quantized copy (NormQuant). The plain instantiation compiles
+// without the quantization branches and their shared array: with them, a decode step's
+// whole-row norms ran about 2.5x longer even with every copy off (session 14, H100).
+template <int kPer, int kOuts, bool kQuant>
 __global__ void __launch_bounds__(kRowThreads)
     RmsNormRowKernel(const float* x, float eps, int64_t group, RowOuts outs,
                      const float* residual) {
@@ -75,7 +78,7 @@ __global__ void __launch_bounds__(kRowThreads)
   __shared__ float warp_sums[kRowThreads / kWarp];
   // Per 256-value quantization block, each warp's maximum of |y| (blocks of 256 quantize only
   // with the row in registers).
-  __shared__ float block_max[kPer > 0 ? kPer : 1][kRowThreads / kWarp];
+  __shared__ float block_max[kQuant && kPer > 0 ? kPer : 1][kRowThreads / kWarp];
   const int64_t row = blockIdx.x;
   const float* xg = x + row * group;
   const float* rg = residual ? residual + row * group : nullptr;
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(kRowThreads)
         v = v * scale;
         return rg ? v + rg[i] : v;
       };
-      const int qblock = outs.qblock[o];
+      const int qblock = kQuant ? outs.qblock[o] : 0;
       const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
       if (qblock == 256) {
         // Block j is element j of every thread: each warp's maximum of |y|, then (after the
@@ -169,17 +172,31 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+template <int kOuts, bool kQuant>
+void LaunchRowAs(const float* x, float eps, int64_t group, const RowOuts& outs,
+                 const float* residual, unsigned blocks, cudaStream_t stream) {
+  // Same per-thread order in every variant: only how many loads are in flight differs.
+  if (group <= 8 * kRowThreads)
+    RmsNormRowKernel<8, kOuts, kQuant>
+        <<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+  else if (group <= 24 * kRowThreads)
+    RmsNormRowKernel<24, kOuts, kQuant>
+        <<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+  else
+    RmsNormRowKernel<0, kOuts, kQuant>
+        <<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+}
+
 template <int kOuts>
 void LaunchRow(const float* x, float eps, int64_t group, const RowOuts& outs, const float* residual,
                int64_t items, cudaStream_t stream) {
   const auto blocks = static_cast<unsigned>(items);
-  // Same per-thread order in every variant: only how many loads are in flight differs.
-  if (group <= 8 * kRowThreads)
-    RmsNormRowKernel<8, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
-  else if (group <= 24 * kRowThreads)
-    RmsNormRowKernel<24, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+  bool quant = false;
+  for (int o = 0; o < kOuts; ++o) quant = quant || outs.qblock[o] != 0;
+  if (quant)
+    LaunchRowAs<kOuts, true>(x, eps, group, outs, residual, blocks, stream);
   else
-    RmsNormRowKernel<0, kOuts><<<blocks, kRowThreads, 0, stream>>>(x, eps, group, outs, residual);
+    LaunchRowAs<kOuts, false>(x, eps, group, outs, residual, blocks, stream);
 }
 
 // The sum of one thread's squares, the butterfly per warp, the warp sums in warp order: the
