@@ -22,7 +22,7 @@ struct RunArgs {
   std::string cache_type_k = "f32", cache_type_v = "f32";
   int gpu_layers = -1;
   int n_predict = 64, threads = 1, ctx = 0, draft_max = 3, top_k = 0, repeat_last_n = 64;
-  int ubatch = 256;  // prompt rows per forward pass
+  int ubatch = 512;  // prompt rows per forward pass (llama.cpp's default -ub)
   float temp = 0.0f, draft_p_min = 0.0f, top_p = 1.0f, min_p = 0.0f, repeat_penalty = 1.0f;
   int64_t seed = 0;
   bool no_hash = false, ignore_eos = false, fixed_draft = false;

@@ -36,6 +36,10 @@ struct Smem {
   float x_d[kTileRows][kSubs];
   int64_t x_row[kTileRows];  // activation row of each tile row (-1: none)
   int64_t y_row[kTileRows];  // output row of each tile row
+  int64_t step_blk[kSubs];   // the step's blocks (StepBlock of each sub-block)
+  // The step's raw weight blocks per column, 16-bit words (every format's blocks are 2-byte
+  // aligned): 8 blocks of Q8_0 (34 bytes) at most, or one Q6_K block (210).
+  uint16_t raw[kTileCols][kSubs * 34 / 2];
 };
 
 __device__ __forceinline__ void Mma16(const uint32_t (&a)[2], uint32_t b, int (&c)[4]) {
@@ -94,15 +98,46 @@ __device__ __forceinline__ int SubOfBlock(int s) {
 template <class F>
 __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
                           int64_t n_out, int64_t col0, const ActRows& x, int64_t b) {
+  constexpr int kStepBlocks = F::kElems == 256 ? 1 : kSubs;
+  constexpr int kWords = F::kBytes / 2, kRowWords = kStepBlocks * kWords;
+  static_assert(F::kBytes % 2 == 0 && kRowWords <= sizeof(sm.raw[0]) / 2, "raw staging");
+  if (threadIdx.x < kStepBlocks) sm.step_blk[threadIdx.x] = StepBlock<F>(nblk, b, threadIdx.x);
+  __syncthreads();
+  // The raw blocks first, eight 16-bit loads in flight per thread: decoding straight from
+  // global memory left each thread waiting on one block's loads at a time (the expert down
+  // projections ran at 13 TFLOP/s, session 14).
+  constexpr int kTotal = kTileCols * kRowWords, kBatch = 8;
+  constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
+  const auto* w16 = reinterpret_cast<const uint16_t*>(w);
+#pragma unroll 1
+  for (int u0 = 0; u0 < kPer; u0 += kBatch) {
+    uint16_t v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = (u0 + u) * kThreads + static_cast<int>(threadIdx.x);
+      v[u] = 0;
+      if (u0 + u >= kPer || i >= kTotal) continue;
+      const int c = i / kRowWords, word = i % kRowWords;
+      const int64_t col = col0 + c, blk = sm.step_blk[word / kWords];
+      if (col < n_out && blk < nblk)
+        v[u] = w16[(col * row_bytes + blk * F::kBytes) / 2 + word % kWords];
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = (u0 + u) * kThreads + static_cast<int>(threadIdx.x);
+      if (u0 + u < kPer && i < kTotal) sm.raw[i / kRowWords][i % kRowWords] = v[u];
+    }
+  }
+  __syncthreads();
   // Weights: (column, sub-block) tasks, decoded to int8 levels with their group scales.
   for (int task = threadIdx.x; task < kTileCols * kSubs; task += kThreads) {
-    const int c = task / kSubs, s = task % kSubs;
-    const int64_t col = col0 + c, blk = StepBlock<F>(nblk, b, s);
+    const int c = task / kSubs, s = task % kSubs, sb = F::kElems == 256 ? 0 : s;
+    const int64_t col = col0 + c, blk = sm.step_blk[sb];
     uint32_t lv[8] = {};
     int sc[2] = {0, 0};
     float d = 0.0f;
     if (col < n_out && blk < nblk) {
-      const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
+      const auto* bp = reinterpret_cast<const uint8_t*>(&sm.raw[c][sb * kWords]);
       F::Levels32(bp, SubOfBlock<F>(s), lv, sc);
       d = F::Scale(bp);
     }
@@ -114,10 +149,11 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
   }
   // Activations: 16-byte pieces of the quantized rows and their scales.
   const int64_t d_stride = x.k / F::kElems;
+#pragma unroll
   for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
     const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
     const int s = piece / 2;
-    const int64_t row = sm.x_row[r], blk = StepBlock<F>(nblk, b, s);
+    const int64_t row = sm.x_row[r], blk = sm.step_blk[F::kElems == 256 ? 0 : s];
     const bool live = row >= 0 && blk < nblk;
     int4 v = make_int4(0, 0, 0, 0);
     if (live)
@@ -243,83 +279,67 @@ __global__ void __launch_bounds__(kThreads)
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
-// Builds the tile table of the grouped launch: tasks sorted by expert (stable), runs of at most
-// kTileRows tasks of one expert. One block of kTileWarps warps; warp w owns experts w,
-// w + kTileWarps, ...: it reads the expert ids 32 tasks at a time (from shared memory, staged
-// kStagedTasks at a time) and counts, then places, its experts' tasks with ballots (a task's
-// place is its expert's offset plus the number of earlier tasks of that expert, so the table is
-// the same for any launch shape). Was one thread per expert reading every task from global
-// memory: 80 us a launch at 2,048 tasks, 116 at 4,096 (session 14 profiles).
-constexpr int kTileWarps = 32;
-constexpr int kExpertsPerWarp = kMaxMmaExperts / kTileWarps;
-constexpr int kStagedTasks = 8192;
+// The tile table of the grouped launch: tasks sorted by expert (stable), runs of at most
+// kTileRows tasks of one expert. Two launches of a warp per expert: the first counts the
+// expert's tasks, the second places them (a task's place is its expert's offset, the sum of the
+// counts below, plus the number of earlier tasks of that expert, from ballots) and writes the
+// expert's tiles. Integer sums and ballots: the same table for any launch shape. (One block
+// doing it all took 80-116 us a launch at 2,048-4,096 tasks, 9% of a 26B-A4B prefill, session
+// 14 profiles: every task read by every expert on one multiprocessor.)
+constexpr int kTableWarps = 8;  // experts per block
 
-// Counts (place = false) or places (place = true, perm at each expert's next place `at`) the
-// warp's experts' tasks among the staged ids [0, n) of tasks [base, base + n).
-__device__ __forceinline__ void ScanStaged(const int32_t* ids, int n, int64_t base, bool place,
-                                           int32_t (&at)[kExpertsPerWarp], int32_t* perm) {
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const unsigned lanes_below = (1u << lane) - 1u;
-#pragma unroll 4
-  for (int i0 = 0; i0 < n; i0 += kWarp) {
-    const int32_t e = i0 + lane < n ? ids[i0 + lane] : -1;
-#pragma unroll
-    for (int j = 0; j < kExpertsPerWarp; ++j) {
-      const unsigned mine = __ballot_sync(0xffffffffu, e == warp + kTileWarps * j);
-      if (place && e == warp + kTileWarps * j)
-        perm[at[j] + __popc(mine & lanes_below)] = static_cast<int32_t>(base + i0 + lane);
-      at[j] += __popc(mine);
-    }
-  }
-}
-
-// Both passes over the tasks, kStagedTasks ids at a time through shared memory.
-__device__ __forceinline__ void ScanTasks(const int32_t* __restrict__ experts, int64_t tasks,
-                                          bool place, int32_t (&at)[kExpertsPerWarp], int32_t* perm,
-                                          int32_t* staged) {
-  for (int64_t base = 0; base < tasks; base += kStagedTasks) {
-    const int n = static_cast<int>(tasks - base < kStagedTasks ? tasks - base : kStagedTasks);
-    __syncthreads();  // the previous chunk's scans are done
-    for (int i = threadIdx.x; i < n; i += blockDim.x) staged[i] = experts[base + i];
-    __syncthreads();
-    ScanStaged(staged, n, base, place, at, perm);
-  }
-}
-
-__global__ void __launch_bounds__(kTileWarps* kWarp)
-    ExpertTilesKernel(const int32_t* __restrict__ experts, int64_t tasks, int n_expert,
-                      int64_t max_tiles, int32_t* perm, int32_t* tile_expert, int32_t* tile_start,
-                      int32_t* tile_count) {
+__global__ void __launch_bounds__(kTableWarps* kWarp)
+    ExpertCountKernel(const int32_t* __restrict__ experts, int64_t tasks, int n_expert,
+                      int32_t* counts) {
   AwaitPriorKernels();
-  __shared__ int32_t count[kMaxMmaExperts], offset[kMaxMmaExperts], first_tile[kMaxMmaExperts + 1];
-  __shared__ int32_t staged[kStagedTasks];
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  int32_t at[kExpertsPerWarp] = {};
-  ScanTasks(experts, tasks, false, at, perm, staged);
-#pragma unroll
-  for (int j = 0; j < kExpertsPerWarp; ++j)
-    if (lane == 0 && warp + kTileWarps * j < n_expert) count[warp + kTileWarps * j] = at[j];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t placed = 0, tile = 0;
-    for (int i = 0; i < n_expert; ++i) {
-      offset[i] = placed, first_tile[i] = tile;
-      placed += count[i], tile += (count[i] + kTileRows - 1) / kTileRows;
-    }
-    first_tile[n_expert] = tile;
+  const int lane = threadIdx.x % kWarp;
+  const int e = static_cast<int>(blockIdx.x) * kTableWarps + static_cast<int>(threadIdx.x) / kWarp;
+  if (e >= n_expert) return;
+  int32_t n = 0;
+#pragma unroll 8
+  for (int64_t base = 0; base < tasks; base += kWarp)
+    n += __popc(__ballot_sync(0xffffffffu, base + lane < tasks && experts[base + lane] == e));
+  if (lane == 0) counts[e] = n;
+}
+
+__global__ void __launch_bounds__(kTableWarps* kWarp)
+    ExpertPlaceKernel(const int32_t* __restrict__ experts, int64_t tasks, int n_expert,
+                      int64_t max_tiles, const int32_t* __restrict__ counts, int32_t* perm,
+                      int32_t* tile_expert, int32_t* tile_start, int32_t* tile_count) {
+  AwaitPriorKernels();
+  const int lane = threadIdx.x % kWarp;
+  const int e = static_cast<int>(blockIdx.x) * kTableWarps + static_cast<int>(threadIdx.x) / kWarp;
+  if (e >= n_expert) return;
+  int32_t below = 0, tiles_below = 0, tiles = 0;
+  for (int i = lane; i < n_expert; i += kWarp) {
+    const int32_t c = counts[i], t = (c + kTileRows - 1) / kTileRows;
+    if (i < e) below += c, tiles_below += t;
+    tiles += t;
   }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n_expert; i += blockDim.x)
-    for (int32_t off = 0, tile = first_tile[i]; off < count[i]; off += kTileRows, ++tile) {
-      tile_expert[tile] = i, tile_start[tile] = offset[i] + off;
-      tile_count[tile] = min(kTileRows, count[i] - off);
-    }
-  for (int64_t tile = first_tile[n_expert] + threadIdx.x; tile < max_tiles; tile += blockDim.x)
-    tile_expert[tile] = 0, tile_start[tile] = 0, tile_count[tile] = 0;
 #pragma unroll
-  for (int j = 0; j < kExpertsPerWarp; ++j)
-    at[j] = warp + kTileWarps * j < n_expert ? offset[warp + kTileWarps * j] : 0;
-  ScanTasks(experts, tasks, true, at, perm, staged);
+  for (int off = kWarp / 2; off > 0; off /= 2) {  // integer sums: any order
+    below += __shfl_xor_sync(0xffffffffu, below, off);
+    tiles_below += __shfl_xor_sync(0xffffffffu, tiles_below, off);
+    tiles += __shfl_xor_sync(0xffffffffu, tiles, off);
+  }
+  const int32_t count = counts[e];
+  for (int32_t off = kTileRows * lane; off < count; off += kTileRows * kWarp) {
+    const int32_t tile = tiles_below + off / kTileRows;
+    tile_expert[tile] = e, tile_start[tile] = below + off;
+    tile_count[tile] = min(kTileRows, count - off);
+  }
+  for (int64_t tile = tiles + static_cast<int64_t>(e) * kWarp + lane; tile < max_tiles;
+       tile += static_cast<int64_t>(n_expert) * kWarp)
+    tile_expert[tile] = 0, tile_start[tile] = 0, tile_count[tile] = 0;
+  const unsigned lanes_below = (1u << lane) - 1u;
+  int32_t at = below;
+#pragma unroll 4
+  for (int64_t base = 0; base < tasks; base += kWarp) {
+    const bool mine = base + lane < tasks && experts[base + lane] == e;
+    const unsigned ballot = __ballot_sync(0xffffffffu, mine);
+    if (mine) perm[at + __popc(ballot & lanes_below)] = static_cast<int32_t>(base + lane);
+    at += __popc(ballot);
+  }
 }
 
 template <class F>
@@ -343,7 +363,7 @@ int64_t MaxTiles(int64_t tasks, int n_expert) {
 }  // namespace
 
 size_t ExpertTileBytes(int64_t tasks, int n_expert) {
-  return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert)) * sizeof(int32_t);
+  return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert) + n_expert) * sizeof(int32_t);
 }
 
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
@@ -368,8 +388,13 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
   int32_t* tile_expert = perm + m.tasks;
   int32_t* tile_start = tile_expert + max_tiles;
   int32_t* tile_count = tile_start + max_tiles;
-  ExpertTilesKernel<<<1, kTileWarps * kWarp, 0, stream>>>(
-      m.experts, m.tasks, n_expert, max_tiles, perm, tile_expert, tile_start, tile_count);
+  int32_t* counts = tile_count + max_tiles;
+  const auto table_blocks = static_cast<unsigned>(CeilDiv(n_expert, kTableWarps));
+  ExpertCountKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(m.experts, m.tasks, n_expert,
+                                                                      counts);
+  LS_CUDA_LAUNCHED();
+  ExpertPlaceKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(
+      m.experts, m.tasks, n_expert, max_tiles, counts, perm, tile_expert, tile_start, tile_count);
   LS_CUDA_LAUNCHED();
   const MmaRows map{perm, tile_expert, tile_start, tile_count, m.rows_per_expert, m.x_div, m.tasks};
   const auto n_tiles = static_cast<unsigned>(max_tiles);
