@@ -36,10 +36,6 @@ struct Smem {
   float x_d[kTileRows][kSubs];
   int64_t x_row[kTileRows];  // activation row of each tile row (-1: none)
   int64_t y_row[kTileRows];  // output row of each tile row
-  int64_t step_blk[kSubs];   // the step's blocks (StepBlock of each sub-block)
-  // The step's raw weight blocks per column, 16-bit words (every format's blocks are 2-byte
-  // aligned): 8 blocks of Q8_0 (34 bytes) at most, or one Q6_K block (210).
-  uint16_t raw[kTileCols][kSubs * 34 / 2];
 };
 
 __device__ __forceinline__ void Mma16(const uint32_t (&a)[2], uint32_t b, int (&c)[4]) {
@@ -98,46 +94,15 @@ __device__ __forceinline__ int SubOfBlock(int s) {
 template <class F>
 __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
                           int64_t n_out, int64_t col0, const ActRows& x, int64_t b) {
-  constexpr int kStepBlocks = F::kElems == 256 ? 1 : kSubs;
-  constexpr int kWords = F::kBytes / 2, kRowWords = kStepBlocks * kWords;
-  static_assert(F::kBytes % 2 == 0 && kRowWords <= sizeof(sm.raw[0]) / 2, "raw staging");
-  if (threadIdx.x < kStepBlocks) sm.step_blk[threadIdx.x] = StepBlock<F>(nblk, b, threadIdx.x);
-  __syncthreads();
-  // The raw blocks first, eight 16-bit loads in flight per thread: decoding straight from
-  // global memory left each thread waiting on one block's loads at a time (the expert down
-  // projections ran at 13 TFLOP/s, session 14).
-  constexpr int kTotal = kTileCols * kRowWords, kBatch = 8;
-  constexpr int kPer = (kTotal + kThreads - 1) / kThreads;
-  const auto* w16 = reinterpret_cast<const uint16_t*>(w);
-#pragma unroll 1
-  for (int u0 = 0; u0 < kPer; u0 += kBatch) {
-    uint16_t v[kBatch];
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = (u0 + u) * kThreads + static_cast<int>(threadIdx.x);
-      v[u] = 0;
-      if (u0 + u >= kPer || i >= kTotal) continue;
-      const int c = i / kRowWords, word = i % kRowWords;
-      const int64_t col = col0 + c, blk = sm.step_blk[word / kWords];
-      if (col < n_out && blk < nblk)
-        v[u] = w16[(col * row_bytes + blk * F::kBytes) / 2 + word % kWords];
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int i = (u0 + u) * kThreads + static_cast<int>(threadIdx.x);
-      if (u0 + u < kPer && i < kTotal) sm.raw[i / kRowWords][i % kRowWords] = v[u];
-    }
-  }
-  __syncthreads();
   // Weights: (column, sub-block) tasks, decoded to int8 levels with their group scales.
   for (int task = threadIdx.x; task < kTileCols * kSubs; task += kThreads) {
-    const int c = task / kSubs, s = task % kSubs, sb = F::kElems == 256 ? 0 : s;
-    const int64_t col = col0 + c, blk = sm.step_blk[sb];
+    const int c = task / kSubs, s = task % kSubs;
+    const int64_t col = col0 + c, blk = StepBlock<F>(nblk, b, s);
     uint32_t lv[8] = {};
     int sc[2] = {0, 0};
     float d = 0.0f;
     if (col < n_out && blk < nblk) {
-      const auto* bp = reinterpret_cast<const uint8_t*>(&sm.raw[c][sb * kWords]);
+      const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
       F::Levels32(bp, SubOfBlock<F>(s), lv, sc);
       d = F::Scale(bp);
     }
@@ -149,11 +114,10 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
   }
   // Activations: 16-byte pieces of the quantized rows and their scales.
   const int64_t d_stride = x.k / F::kElems;
-#pragma unroll
   for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
     const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
     const int s = piece / 2;
-    const int64_t row = sm.x_row[r], blk = sm.step_blk[F::kElems == 256 ? 0 : s];
+    const int64_t row = sm.x_row[r], blk = StepBlock<F>(nblk, b, s);
     const bool live = row >= 0 && blk < nblk;
     int4 v = make_int4(0, 0, 0, 0);
     if (live)
