@@ -44,10 +44,10 @@ class PackedMatrix {
 };
 
 // True when this CPU's level has packed kernels for `t` (AVX-512 with VNNI and AVX2: Q4_K,
-// Q5_K, Q6_K, Q8_0, Q4_0; both levels read the same packed bytes).
+// Q5_K, Q6_K, Q8_0, Q4_0, IQ4_XS, MXFP4; both levels read the same packed bytes).
 bool CanPack(DType t);
-// Elements per packing unit of `t`: its block size, or two blocks (Q4_0, whose 18-byte blocks
-// pack in pairs). A packed matrix's k is a multiple of it.
+// Elements per packing unit of `t`: its block size, or two blocks (Q4_0 and MXFP4, whose 18- and
+// 17-byte blocks pack in pairs). A packed matrix's k is a multiple of it.
 int64_t PackedUnitElems(DType t);
 // The same at level `isa`: false where the CPU lacks `isa` (tests run every level it has).
 bool CanPackIsa(Isa isa, DType t);
