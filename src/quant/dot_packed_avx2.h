@@ -63,9 +63,10 @@ inline void Launder(const uint8_t* const* xb, const uint8_t** out) {
 // block asks for the lines of the block about kPrefetchBytes ahead.
 inline constexpr int kPrefetchBytes = 4096;
 
-// R rows (x[0..R-1]) against one group: block by block, each half's contributions added to
-// Acc8's partial b % 8 (8 columns per vector), then Acc8's tree, lane by lane. A group of at
-// most 8 columns skips its second half.
+// R rows (x[0..R-1]) against one group of nb packing units: unit by unit, each half's block
+// contributions added to Acc8's partial b % 8 for their block index b (8 columns per vector),
+// then Acc8's tree, lane by lane. A group of at most 8 columns skips its second half. K is as in
+// dot_packed_avx512.h, plus kTileRows (its register tile).
 template <class K, int R>
 void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, float* out,
              int64_t out_stride) {

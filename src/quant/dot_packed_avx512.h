@@ -33,8 +33,11 @@ inline __m512i Byte(__m512i v, int k) {
 // than the kernels consume it: each block asks for the lines of the block about this far ahead.
 inline constexpr int kPrefetchBytes = 4096;
 
-// R rows (x[0..R-1]) against one group: every block's contribution added to Acc8's partial
-// b % 8 (16 columns per vector), then Acc8's tree, lane by lane.
+// R rows (x[0..R-1]) against one group of nb packing units: every block's contribution added
+// to Acc8's partial b % 8 for its block index b (16 columns per vector), then Acc8's tree, lane
+// by lane. K gives a unit's packed bytes (kBlockBytes), its blocks (kUnitBlocks), a block's
+// activation bytes (kActBytes) and Block<R>, which writes block j's contribution for row r to
+// contrib[j * R + r].
 template <class K, int R>
 void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, float* out,
              int64_t out_stride) {
