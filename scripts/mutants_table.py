@@ -46,6 +46,9 @@ def reverse_edits(min_rows):
 
 
 ACT_ROWS = "src/backend/cpu/activation_rows_avx2.cpp"
+PACKED_512 = "src/quant/dot_packed_avx512.cpp"
+PACKED_B32_512 = "src/quant/dot_packed_b32_avx512.cpp"
+PACKED_2_H = "src/quant/dot_packed_avx2.h"
 
 SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
 
@@ -105,6 +108,16 @@ MUTANTS = {
         "_mm_mul_ps(_mm_mul_ps(_mm_mul_ps(c, x), x), x)",
         "_mm_mul_ps(c, _mm_mul_ps(_mm_mul_ps(x, x), x))")],
         "ActivationRows.*", "the AVX2 GELU rows multiply in another order than the scalar GELU"),
+    "packed_q5k_high_bit_avx512": (PACKED_512, [(
+        "_mm512_slli_epi32(h, 3), m10)", "_mm512_slli_epi32(h, 4), m10)")],
+        "*QuantPackedIsa*", "AVX-512 packed Q5_K gives sub-block 2p + 1 sub-block 2p's high bit"),
+    "packed_unit_partial_avx2": (PACKED_2_H, [(
+        "const int64_t p = (kU * b + j) & 7;", "const int64_t p = (b + j) & 7;")],
+        "*QuantPackedIsa*", "AVX2 two-block packing units (Q4_0, MXFP4) add into other partials"),
+    "packed_e8m0_subnormal_avx512": (PACKED_B32_512, [(
+        "_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2))",
+        "_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(1))")],
+        "*QuantPackedIsa*", "AVX-512 packed MXFP4 takes E8M0 exponent 1 as a normal number"),
     "compare_exit_always_zero": (CLI_COMMON, [(
         "plain.begin(), plain.end()) ? 0 : 1;", "plain.begin(), plain.end()) ? 0 : 0;")],
         "GenerateCli.Compare*", "generate --compare exits 0 when speculative and plain differ"),

@@ -19,7 +19,8 @@
 namespace lockstep::quant {
 namespace {
 
-const DType kPackedTypes[] = {DType::Q4_K, DType::Q6_K, DType::Q8_0};
+const DType kPackedTypes[] = {DType::Q4_K, DType::Q5_K,   DType::Q6_K, DType::Q8_0,
+                              DType::Q4_0, DType::IQ4_XS, DType::MXFP4};
 
 // y[r * n_out + j] = DotRow(weight row j, x[r]).
 std::vector<float> Reference(const std::vector<uint8_t>& w, int64_t n_out,
@@ -53,8 +54,8 @@ class QuantPackedIsa : public ::testing::TestWithParam<Isa> {
 };
 
 // 1-20, 33 and 64 activation rows (the register tiles and their leftovers); 1, 3, 9 and 17
-// blocks (Acc8's partials wrap); 5, 16, 37 weight rows (partial and whole groups, 8 columns or
-// fewer in a group's last half).
+// packing units (Acc8's partials wrap; Q4_0's units are two blocks); 5, 16, 37 weight rows
+// (partial and whole groups, 8 columns or fewer in a group's last half).
 TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
   const Isa isa = GetParam();
   std::vector<int64_t> row_counts = {33, 64};
@@ -62,12 +63,12 @@ TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
   for (DType t : kPackedTypes) {
     SCOPED_TRACE(std::string(Name(t)));
     ASSERT_TRUE(CanPackIsa(isa, t));
-    const int64_t block = Info(t).block_size;
-    for (int64_t blocks : {1, 3, 9, 17}) {
-      const int64_t n = block * blocks;
+    const int64_t unit = PackedUnitElems(t);
+    for (int64_t units : {1, 3, 9, 17}) {
+      const int64_t n = unit * units;
       for (int64_t n_out : {5, 16, 37}) {
         const auto w =
-            testing::RandomMatrix(t, n_out, n, static_cast<uint32_t>(10 * blocks + n_out));
+            testing::RandomMatrix(t, n_out, n, static_cast<uint32_t>(10 * units + n_out));
         const auto m = PackIsa(isa, t, w.data(), RowBytes(t, n), n_out, n);
         ASSERT_NE(m, nullptr);
         for (int64_t rows : row_counts) {
@@ -84,7 +85,7 @@ TEST_P(QuantPackedIsa, EqualsDotRowBitForBit) {
 // copy serves every level's kernels.
 TEST_P(QuantPackedIsa, PacksTheSameBytesAsPack) {
   for (DType t : kPackedTypes) {
-    const int64_t n = 5 * Info(t).block_size, n_out = 37;
+    const int64_t n = 5 * PackedUnitElems(t), n_out = 37;
     const auto w = testing::RandomMatrix(t, n_out, n, 70);
     const auto a = PackIsa(GetParam(), t, w.data(), RowBytes(t, n), n_out, n);
     const auto b = Pack(t, w.data(), RowBytes(t, n), n_out, n);
@@ -99,7 +100,7 @@ TEST_P(QuantPackedIsa, PacksTheSameBytesAsPack) {
 // those two columns each other's results: the comparison above catches it, for every type.
 TEST_P(QuantPackedIsa, NegativeControlSwappedRowsDiffer) {
   for (DType t : kPackedTypes) {
-    const int64_t n = 3 * Info(t).block_size, n_out = 16, rows = 5;
+    const int64_t n = 3 * PackedUnitElems(t), n_out = 16, rows = 5;
     const size_t rb = RowBytes(t, n);
     const auto w = testing::RandomMatrix(t, n_out, n, 90);
     auto swapped = w;
@@ -111,6 +112,31 @@ TEST_P(QuantPackedIsa, NegativeControlSwappedRowsDiffer) {
     const auto got = Packed(GetParam(), *m, x), want = Reference(w, n_out, x);
     EXPECT_EQ(testing::CountDifferingBits(got, want), 2 * rows) << Name(t);
   }
+}
+
+// Q4_0 packs its blocks in pairs: a row of an odd number of blocks is not packed (the backend
+// keeps the unpacked kernels for it).
+TEST_P(QuantPackedIsa, OddQ4_0BlockCountIsNotPacked) {
+  ASSERT_EQ(PackedUnitElems(DType::Q4_0), 64);
+  const int64_t n = 3 * 32, n_out = 16;
+  const auto w = testing::RandomMatrix(DType::Q4_0, n_out, n, 95);
+  EXPECT_EQ(PackIsa(GetParam(), DType::Q4_0, w.data(), RowBytes(DType::Q4_0, n), n_out, n),
+            nullptr);
+}
+
+// MXFP4's E8M0 scales through every exponent, 0-255 (the test weights keep to 118-125): the
+// subnormal halves of exponents 0 and 1, and the infinities of the largest, still DotRow's bits.
+TEST_P(QuantPackedIsa, Mxfp4EveryExponent) {
+  const DType t = DType::MXFP4;
+  const int64_t n = 16 * 32, n_out = 16;
+  const size_t rb = RowBytes(t, n), bb = Info(t).type_size;
+  auto w = testing::RandomMatrix(t, n_out, n, 97);
+  for (int64_t c = 0; c < n_out; ++c)
+    for (int64_t b = 0; b < 16; ++b) w[c * rb + b * bb] = static_cast<uint8_t>(16 * c + b);
+  const auto m = PackIsa(GetParam(), t, w.data(), rb, n_out, n);
+  ASSERT_NE(m, nullptr);
+  const auto x = testing::PreparedRows(t, 3, n, 98);
+  EXPECT_EQ(testing::CountDifferingBits(Packed(GetParam(), *m, x), Reference(w, n_out, x)), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, QuantPackedIsa, ::testing::Values(Isa::kAvx2, Isa::kAvx512),
@@ -128,17 +154,19 @@ TEST(QuantPacked, BackendMatMulEqualsDotRow) {
     DType t;
     int64_t n;
     std::vector<int64_t> rows;
+    bool packed = true;  // false: a shape Pack declines (the unpacked kernels serve it)
   };
-  const Case cases[] = {{DType::Q4_K, 768, {1, 2, 5, 9, 17}},
-                        {DType::Q6_K, 768, {1, 3, 8, 16}},
-                        {DType::Q8_0, 288, {1, 4, 11}},
+  const Case cases[] = {{DType::Q4_K, 768, {1, 2, 5, 9, 17}}, {DType::Q5_K, 768, {1, 2, 5, 9, 17}},
+                        {DType::Q6_K, 768, {1, 3, 8, 16}},    {DType::Q8_0, 288, {1, 4, 11}},
+                        {DType::Q4_0, 576, {1, 4, 11}},       {DType::Q4_0, 288, {1, 4, 11}, false},
+                        {DType::IQ4_XS, 768, {1, 4, 9}},      {DType::MXFP4, 576, {1, 4, 11}},
                         {DType::Q4_K, 8192, {1, 129}}};
   for (const Case& k : cases) {
     const auto wbytes = testing::RandomMatrix(k.t, kOut, k.n, 5);
     for (int threads : {1, 2, 3}) {
       backend::CpuBackend be(threads);
       const backend::Weight w = be.PrepareWeight(testing::HostWeight(k.t, k.n, kOut, wbytes));
-      ASSERT_NE(w.packed, nullptr) << Name(k.t);
+      ASSERT_EQ(w.packed != nullptr, k.packed) << Name(k.t) << " n=" << k.n;
       for (int64_t rows : k.rows) {
         const auto xh = testing::GaussianRow(rows * k.n, static_cast<uint32_t>(rows));
         std::vector<PreparedRow> px(static_cast<size_t>(rows));

@@ -44,21 +44,30 @@ using TileFn = void (*)(const uint8_t* w, size_t row_bytes, int n_cols, const Pr
 TileFn Avx2Tile(DType t);
 TileFn Avx512Tile(DType t);
 TileFn Avx512WideTile(DType t);  // a column per lane (dot_tile_wide_avx512.cpp)
-// The packed kernels (quant/packed.h) for one 16-row group of nb blocks: out[r * out_stride +
-// c] for r < n_rows, c < n_cols (dot_packed_avx512.cpp, dot_packed_avx2.cpp); nullptr where
-// the level has none. Both levels read the same packed bytes.
+// The packed kernels (quant/packed.h) for one 16-row group of nb packing units: out[r * out_stride
+// + c] for r < n_rows, c < n_cols (dot_packed_avx512.cpp, dot_packed_avx2.cpp); nullptr where the
+// level has none. Both levels read the same packed bytes.
 using PackedFn = void (*)(const uint8_t* group, int64_t nb, int n_cols, const PreparedRow* x,
                           int64_t n_rows, float* out, int64_t out_stride);
 PackedFn Avx512Packed(DType t);
 PackedFn Avx2Packed(DType t);
-// Where a type's packed dwords come from in its GGUF block (quant/packed.h).
+// Where a type's packed dwords come from in its GGUF blocks (quant/packed.h). A packing unit is
+// unit_blocks consecutive GGUF blocks (block_bytes in all): types whose 32-element blocks are
+// not whole dwords (Q4_0: 18 bytes) pack two blocks per unit, with both blocks' scales in one
+// dword, so the packed copy is no larger than the blocks.
 struct PackLayout {
-  int n_dwords = 0, block_bytes = 0;
-  int offset[64] = {};  // byte offset in the block of packed dword m
+  int n_dwords = 0, block_bytes = 0, unit_blocks = 1;
+  int offset[64] = {};  // byte offset in the unit of packed dword m
+  // -1: dword m is the dword at offset[m]. Otherwise its low half is the low half of the dword
+  // at offset[m] and its high half the low half of the dword at hi_offset[m].
+  int hi_offset[64];
+  PackLayout() {
+    for (int& o : hi_offset) o = -1;
+  }
 };
-// Writes one packed group of nb blocks: dword m of block b of row c is read at rows + row_offset[c]
-// + b * block_bytes + offset[m] (one gather a packed dword; the AVX2 one gathers each half of
-// 8 rows: the same bytes).
+// Writes one packed group of nb units: dword m of unit b of row c is read at rows +
+// row_offset[c] + b * block_bytes + offset[m] (one gather a packed dword, two for a merged one;
+// the AVX2 one gathers each half of 8 rows: the same bytes).
 void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,
                      int64_t nb, uint8_t* dst);
 void Avx2PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,

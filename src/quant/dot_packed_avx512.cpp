@@ -1,40 +1,34 @@
-// AVX-512 (VNNI) kernels over packed weights (quant/packed.h): Q4_K, Q6_K and Q8_0, one output
-// column per int32 lane, any number of activation rows. A packed block holds dword m of 16 weight
-// rows in one 64-byte line, so the unpacking the gathering tile kernels do
-// (dot_tile_wide_avx512.cpp) runs on plain loads: vpdpbusd against 4 activation bytes broadcast
-// to every lane adds each column's exact partial sums in its own lane. Rows go in register tiles
-// of up to 8: a block's levels are unpacked once per tile and meet each row's activations there.
-// Every lane forms the one-row kernel's exact integers, its per-block float expression
-// (CombineMin / Combine, the same IEEE operations in the same order) and Acc8's partial b % 8,
-// so each output equals DotRow bit for bit for any row count.
+// AVX-512 (VNNI) kernels over packed weights (quant/packed.h) for the K-quants Q4_K, Q5_K and
+// Q6_K, the packing code, and the level's choice of packed kernel (the 32-element block types
+// and IQ4_XS: dot_packed_b32_avx512.cpp). One output column per int32 lane, any number of
+// activation rows. A packed block holds dword m of 16 weight rows in one 64-byte line, so the
+// unpacking the gathering tile kernels do (dot_tile_wide_avx512.cpp) runs on plain loads:
+// vpdpbusd against 4 activation bytes broadcast to every lane adds each column's exact partial
+// sums in its own lane. Rows go in register tiles of up to 8: a block's levels are unpacked once
+// per tile and meet each row's activations there. Every lane forms the one-row kernel's exact
+// integers, its per-block float expression (CombineMin / Combine, the same IEEE operations in
+// the same order) and Acc8's partial b % 8, so each output equals DotRow bit for bit for any
+// row count.
 // GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
 // -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "quant/dot_x86.h"
+#include "quant/dot_packed_avx512.h"
 #include "quant/packed.h"
 
 namespace lockstep::quant::detail {
 namespace {
 
-constexpr int kMaxTileRows = 8;  // activation rows per register tile
-
-// Packed dword m of a block: lane c holds row c's.
-inline __m512i Ld(const uint8_t* blk, int m) {
-  return _mm512_load_si512(blk + 64 * m);
-}
-inline __m512i Bcast(const uint8_t* p) {
-  return _mm512_set1_epi32(static_cast<int>(U32(p)));
-}
-inline __m512i Byte(__m512i v, int k) {
-  return _mm512_and_si512(_mm512_srli_epi32(v, 8 * k), _mm512_set1_epi32(0xFF));
-}
-
-// Q4_K: packed dwords are the block's 36 (d/dmin, 3 of scales, 32 of nibbles).
-struct Q4K {
-  static constexpr int kBlockBytes = 36 * 64;
+// Q4_K / Q5_K (kFive): packed dwords are the block's 36 / 44 (d/dmin, 3 of scales, Q5_K's 8 of
+// high bits, 32 of nibbles). Q5_K's levels (0-31) are the nibble with bit 2p (low nibbles) or
+// 2p + 1 (high) of the matching qh byte as bit 4; unsigned either way, as vpdpbusd wants.
+template <bool kFive>
+struct Q45K {
+  static constexpr int kQs = kFive ? 12 : 4;  // first packed dword of the nibbles
+  static constexpr int kBlockBytes = (kQs + 32) * 64;
+  static constexpr int kUnitBlocks = 1;
   // Scales of sub-blocks 0..7, minimums as int16 pairs (to meet two adjacent activation sums
   // in vpdpwssd), d and dmin: UnpackK4Scales lane by lane.
   struct Scales {
@@ -66,15 +60,20 @@ struct Q4K {
   template <int R>
   static void Block(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
     const Scales s(blk);
-    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m10 = _mm512_set1_epi32(0x10101010);
     __m512i isum[R];
     for (int r = 0; r < R; ++r) isum[r] = _mm512_setzero_si512();
     for (int p = 0; p < 4; ++p) {  // qs dwords 8p..8p+7: sub-block 2p (low), 2p + 1 (high)
       __m512i lo[8], hi[8];
       for (int i = 0; i < 8; ++i) {
-        const __m512i q = Ld(blk, 4 + 8 * p + i);
+        const __m512i q = Ld(blk, kQs + 8 * p + i);
         lo[i] = _mm512_and_si512(q, m4);
         hi[i] = _mm512_and_si512(_mm512_srli_epi32(q, 4), m4);
+        if constexpr (kFive) {  // qh dword i: bit j of each byte is sub-block j's bit 4
+          const __m512i h = _mm512_srli_epi32(Ld(blk, 4 + i), 2 * p);
+          lo[i] = _mm512_or_si512(lo[i], _mm512_and_si512(_mm512_slli_epi32(h, 4), m10));
+          hi[i] = _mm512_or_si512(hi[i], _mm512_and_si512(_mm512_slli_epi32(h, 3), m10));
+        }
       }
       for (int r = 0; r < R; ++r) {
         const uint8_t* x = xb[r] + 4 + 64 * p;
@@ -116,6 +115,7 @@ inline constexpr int kFewRows = 2;
 struct Q6K {
   static constexpr int kBlockBytes = 53 * 64;
   static constexpr int kActBytes = kQ8x256Bytes;
+  static constexpr int kUnitBlocks = 1;
 
   static void LoadScales(const uint8_t* blk, __m512i* sc) {
     for (int g4 = 0; g4 < 4; ++g4) {
@@ -212,75 +212,6 @@ struct Q6K {
   }
 };
 
-// Q8_0: packed dword 0 holds d (low half), 1-8 the 32 int8 levels. vpdpbusd runs on x + 128
-// (unsigned) from a start of -128 x the sum of levels, which gives levels . x exactly.
-struct Q80 {
-  static constexpr int kBlockBytes = 9 * 64;
-  static constexpr int kActBytes = kQ8x32Bytes;
-  template <int R>
-  static void Block(const uint8_t* blk, const uint8_t* const* xb, __m512* acc) {
-    __m512i lv[8], sum = _mm512_setzero_si512();
-    for (int i = 0; i < 8; ++i) {
-      lv[i] = Ld(blk, 1 + i);
-      sum = _mm512_dpbusd_epi32(sum, _mm512_set1_epi8(1), lv[i]);
-    }
-    const __m512i start = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7));
-    const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(Ld(blk, 0)));
-    const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
-    for (int r = 0; r < R; ++r) {
-      __m512i s = start;
-      for (int i = 0; i < 8; ++i)
-        s = _mm512_dpbusd_epi32(s, _mm512_xor_si512(Bcast(xb[r] + 4 + 4 * i), bias), lv[i]);
-      acc[r] =
-          _mm512_mul_ps(_mm512_mul_ps(d, _mm512_set1_ps(ActScale(xb[r]))), _mm512_cvtepi32_ps(s));
-    }
-  }
-};
-
-// A group is one sequential stream that the hardware prefetcher alone brings in more slowly
-// than the kernels consume it: each block asks for the lines of the block about this far ahead.
-inline constexpr int kPrefetchBytes = 4096;
-
-// R rows (x[0..R-1]) against one group: every block's contribution added to Acc8's partial
-// b % 8 (16 columns per vector), then Acc8's tree, lane by lane.
-template <class K, int R>
-void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, float* out,
-             int64_t out_stride) {
-  __m512 acc[R][8];
-  for (int r = 0; r < R; ++r)
-    for (auto& v : acc[r]) v = _mm512_setzero_ps();
-  const uint8_t* xb[R];
-  __m512 contrib[R];
-  constexpr int64_t kAhead = (kPrefetchBytes + K::kBlockBytes - 1) / K::kBlockBytes;
-  for (int64_t b = 0; b < nb; ++b) {
-    for (int r = 0; r < R; ++r) xb[r] = x[r].q.data() + b * K::kActBytes;
-    const uint8_t* blk = grp + b * K::kBlockBytes;
-    for (int l = 0; l < K::kBlockBytes; l += 64)  // (a prefetch past the group never faults)
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kAhead * K::kBlockBytes + l), _MM_HINT_T0);
-    K::template Block<R>(blk, xb, contrib);
-    for (int r = 0; r < R; ++r) acc[r][b & 7] = _mm512_add_ps(acc[r][b & 7], contrib[r]);
-  }
-  const auto mask = static_cast<__mmask16>((1u << n_cols) - 1);
-  for (int r = 0; r < R; ++r) {
-    const __m512* a = acc[r];
-    const __m512 s0 = _mm512_add_ps(_mm512_add_ps(a[0], a[4]), _mm512_add_ps(a[1], a[5]));
-    const __m512 s1 = _mm512_add_ps(_mm512_add_ps(a[2], a[6]), _mm512_add_ps(a[3], a[7]));
-    _mm512_mask_storeu_ps(out + r * out_stride, mask, _mm512_add_ps(s0, s1));
-  }
-}
-
-template <class K>
-void Packed(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, int64_t n_rows,
-            float* out, int64_t out_stride) {
-  int64_t r0 = 0;
-  for (; r0 + kMaxTileRows <= n_rows; r0 += kMaxTileRows)
-    RowTile<K, kMaxTileRows>(grp, nb, n_cols, x + r0, out + r0 * out_stride, out_stride);
-  const PreparedRow* xr = x + r0;
-  float* o = out + r0 * out_stride;
-  WithRowCount<kMaxTileRows>(n_rows - r0,
-                             [&]<int R>() { RowTile<K, R>(grp, nb, n_cols, xr, o, out_stride); });
-}
-
 }  // namespace
 
 void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLayout& layout,
@@ -288,21 +219,27 @@ void Avx512PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackL
   const __m512i index = _mm512_loadu_si512(row_offset);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = rows + b * layout.block_bytes;
-    for (int m = 0; m < layout.n_dwords; ++m, dst += 64)
-      _mm512_store_si512(dst, _mm512_i32gather_epi32(index, blk + layout.offset[m], 1));
+    for (int m = 0; m < layout.n_dwords; ++m, dst += 64) {
+      __m512i v = _mm512_i32gather_epi32(index, blk + layout.offset[m], 1);
+      if (layout.hi_offset[m] >= 0)  // two low halves merged
+        v = _mm512_or_si512(
+            _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)),
+            _mm512_slli_epi32(_mm512_i32gather_epi32(index, blk + layout.hi_offset[m], 1), 16));
+      _mm512_store_si512(dst, v);
+    }
   }
 }
 
 PackedFn Avx512Packed(DType t) {
   switch (t) {
     case DType::Q4_K:
-      return Packed<Q4K>;
+      return Packed<Q45K<false>>;
+    case DType::Q5_K:
+      return Packed<Q45K<true>>;
     case DType::Q6_K:
       return Packed<Q6K>;
-    case DType::Q8_0:
-      return Packed<Q80>;
     default:
-      return nullptr;
+      return Avx512PackedB32(t);
   }
 }
 

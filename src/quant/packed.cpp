@@ -18,7 +18,7 @@ namespace {
 // needs, in the order it reads them; see dot_packed_avx512.cpp). n_dwords 0: not packable.
 detail::PackLayout LayoutOf(DType t) {
   detail::PackLayout l;
-  l.block_bytes = static_cast<int>(Info(t).type_size);
+  l.block_bytes = static_cast<int>(Info(t).type_size);  // times unit_blocks, below
   switch (t) {
     case DType::Q4_K:  // the block's 36 dwords as they are
       l.n_dwords = 36;
@@ -32,9 +32,32 @@ detail::PackLayout LayoutOf(DType t) {
       l.n_dwords = 9;
       for (int m = 0; m < 9; ++m) l.offset[m] = m == 0 ? 0 : 2 + 4 * (m - 1);
       break;
+    case DType::Q5_K:  // the block's 44 dwords as they are (d/dmin, scales, qh, qs)
+      l.n_dwords = 44;
+      for (int m = 0; m < 44; ++m) l.offset[m] = 4 * m;
+      break;
+    case DType::Q4_0:  // two 18-byte blocks: d0 | d1 << 16, then each block's 16 bytes of nibbles
+      l.unit_blocks = 2;
+      l.n_dwords = 9;
+      l.offset[0] = 0;
+      l.hi_offset[0] = 18;
+      for (int m = 1; m < 9; ++m) l.offset[m] = (m < 5 ? 2 : 20) + 4 * ((m - 1) % 4);
+      break;
+    case DType::IQ4_XS:  // the block's 34 dwords as they are (d/scales_h, scales_l, qs)
+      l.n_dwords = 34;
+      for (int m = 0; m < 34; ++m) l.offset[m] = 4 * m;
+      break;
+    case DType::MXFP4:  // two 17-byte blocks: e0 in byte 0, e1 in byte 2, then the nibbles
+      l.unit_blocks = 2;
+      l.n_dwords = 9;
+      l.offset[0] = 0;
+      l.hi_offset[0] = 17;
+      for (int m = 1; m < 9; ++m) l.offset[m] = (m < 5 ? 1 : 18) + 4 * ((m - 1) % 4);
+      break;
     default:
       break;
   }
+  l.block_bytes *= l.unit_blocks;
   return l;
 }
 
@@ -63,7 +86,7 @@ void Run(Isa isa, const PackedMatrix& m, int64_t g, int n_cols, const PreparedRo
          Name(x[0].wtype), x[0].n);
   const detail::PackedFn f = KernelFor(isa, m.type());
   CHECKF(f != nullptr, "DotPacked: no {} kernel for {}", IsaName(isa), Name(m.type()));
-  f(m.group(g), m.k() / Info(m.type()).block_size, n_cols, x, n_rows, out, out_stride);
+  f(m.group(g), m.k() / PackedUnitElems(m.type()), n_cols, x, n_rows, out, out_stride);
 }
 
 void FreeAligned(uint8_t* p) {
@@ -71,6 +94,10 @@ void FreeAligned(uint8_t* p) {
 }
 
 }  // namespace
+
+int64_t PackedUnitElems(DType t) {
+  return Info(t).block_size * LayoutOf(t).unit_blocks;
+}
 
 bool CanPack(DType t) {
   return KernelFor(CpuIsa(), t) != nullptr;
@@ -88,7 +115,7 @@ std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int
 std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t row_bytes,
                                       int64_t n_rows, int64_t k, ThreadPool* pool) {
   const detail::PackLayout layout = LayoutOf(t);
-  const int64_t elems = Info(t).block_size;
+  const int64_t elems = PackedUnitElems(t);
   if (!CanPackIsa(isa, t) || n_rows < 1 || k < elems || k % elems != 0) return nullptr;
   const PackGroupFn pack_group = PackerFor(isa);
   const int64_t nb = k / elems;

@@ -18,9 +18,10 @@ namespace lockstep::quant {
 inline constexpr int kPackedCols = 16;
 
 // A weight matrix (n_rows rows of k elements, type `type`) in packed groups of kPackedCols
-// rows. Group g, block b holds, for each of the type's kernel dwords m, dword m of rows
-// 16 g .. 16 g + 15 side by side (64 bytes); the groups are contiguous, so the rows of one
-// output column block are read as one stream. The last group repeats its last row to fill up.
+// rows. Group g, packing unit b (one block, or two: PackedUnitElems) holds, for each of the
+// type's kernel dwords m, dword m of rows 16 g .. 16 g + 15 side by side (64 bytes); the groups
+// are contiguous, so the rows of one output column block are read as one stream. The last group
+// repeats its last row to fill up.
 class PackedMatrix {
  public:
   DType type() const { return type_; }
@@ -43,12 +44,15 @@ class PackedMatrix {
 };
 
 // True when this CPU's level has packed kernels for `t` (AVX-512 with VNNI and AVX2: Q4_K,
-// Q6_K, Q8_0; both levels read the same packed bytes).
+// Q5_K, Q6_K, Q8_0, Q4_0, IQ4_XS, MXFP4; both levels read the same packed bytes).
 bool CanPack(DType t);
+// Elements per packing unit of `t`: its block size, or two blocks (Q4_0 and MXFP4, whose 18- and
+// 17-byte blocks pack in pairs). A packed matrix's k is a multiple of it.
+int64_t PackedUnitElems(DType t);
 // The same at level `isa`: false where the CPU lacks `isa` (tests run every level it has).
 bool CanPackIsa(Isa isa, DType t);
 // The packed copy of `n_rows` rows of `row_bytes` bytes (k elements each) of type `t`, or null
-// when CanPack(t) is false or k is not a whole number of blocks.
+// when CanPack(t) is false or k is not a whole number of packing units.
 // `pool`, when given, packs groups on its threads (the same bytes).
 std::unique_ptr<PackedMatrix> Pack(DType t, const void* w, size_t row_bytes, int64_t n_rows,
                                    int64_t k, ThreadPool* pool = nullptr);
