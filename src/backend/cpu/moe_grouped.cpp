@@ -7,7 +7,6 @@
 
 #include "backend/cpu/activation_rows.h"
 #include "backend/cpu/cpu_backend.h"
-#include "core/check.h"
 #include "quant/packed.h"
 #include "quant/quant.h"
 
