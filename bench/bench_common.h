@@ -1,8 +1,12 @@
 // Timing and byte-count helpers shared by the model benchmarks.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "model/model.h"
@@ -21,12 +25,31 @@ inline double Median(std::vector<double> v) {
 }
 
 // Weight bytes one decode step reads: every tensor except the per-layer embedding table, of
-// which a single row is gathered (token_embd is read whole: it is the tied output projection).
+// which a single row is gathered (token_embd is read whole: it is the tied output projection),
+// and of each MoE expert stack only the n_expert_used experts a token selects.
 inline double WeightBytesPerToken(const model::Model& m) {
+  const model::ModelConfig& c = m.config();
+  const double expert_share =
+      c.n_expert > 0 ? static_cast<double>(c.n_expert_used) / c.n_expert : 1.0;
   double b = 0;
-  for (const auto& t : m.file().tensors())
-    if (t.name != "per_layer_token_embd.weight") b += static_cast<double>(t.nbytes);
+  for (const auto& t : m.file().tensors()) {
+    if (t.name == "per_layer_token_embd.weight") continue;
+    const bool experts = t.name.find("_exps.weight") != std::string::npos;
+    b += static_cast<double>(t.nbytes) * (experts ? expert_share : 1.0);
+  }
   return b;
+}
+
+// The process's resident memory in GiB (/proc/self/statm; 0 where it cannot be read).
+inline double ResidentGiB() {
+  long pages = 0, resident = 0;
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) /
+                      (1 << 30)
+                : 0;
 }
 
 // f32 K and V bytes attention reads for a query at position `pos`.

@@ -2,13 +2,16 @@
 // today's row-by-row quantized path, measured alternately in one run: pp (one batch of N
 // tokens) and tg (N single-token steps after a 16-token prefix) at each thread count, plus the
 // weight bytes a decoded token reads against the read bandwidth measured right before each
-// decode run. Both paths give the same bits; only the time differs. Figures are the best of the
+// decode run; --moe-pairs adds the MoE experts one (row, expert) pair at a time with the dense
+// matmuls on tiles (the path before grouped experts), --unpacked-experts leaves MoE experts
+// mmapped. Every path gives the same bits; only the time differs. Figures are the best of the
 // alternating runs (on a shared machine contention only ever slows a run), medians alongside.
 // Usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] [--pp 128,512] [--tg 64]
-//                          [--reps N]
-//        cpu_compare_bench --write-preset d17b|e4b|26b-a4b|31b PATH [MIX]   (a synthetic model,
-//            F16, or written directly in a `lockstep quantize` mix such as Q4_K_M: the same
-//            tensor types quantize would choose, without a 62 GB float file for the 31B)
+//                          [--reps N] [--unpacked-experts] [--moe-pairs]
+//        cpu_compare_bench --write-preset d17b|moe4b|e4b|26b-a4b|31b PATH [MIX]
+//            (a synthetic model, F16, or written directly in a `lockstep quantize` mix such as
+//            Q4_K_M: the same tensor types quantize would choose, without a 62 GB float file
+//            for the 31B)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -31,6 +34,8 @@ using bench::Seconds;
 struct Options {
   std::string model;
   bool baseline = false;
+  bool pack_experts = true;  // --unpacked-experts: MoE experts read from the mmapped file
+  bool moe_pairs = false;    // --moe-pairs: also time MoE one (row, expert) pair at a time
   std::vector<int> threads = {1, 2}, pp = {128, 512};
   int tg = 64, reps = 3;
 };
@@ -38,7 +43,8 @@ struct Options {
 std::vector<int> IntList(const std::string& s) {
   std::vector<int> v;
   std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) v.push_back(std::max(1, std::atoi(item.c_str())));
+  for (std::string item; std::getline(in, item, ',');)
+    v.push_back(std::max(1, std::atoi(item.c_str())));
   return v;
 }
 
@@ -103,18 +109,30 @@ struct Samples {
 
 void RunThreads(const Options& o, int threads, ReadBandwidth& bandwidth) {
   backend::CpuBackend be(threads);
+  be.set_pack_experts(o.pack_experts);
+  const auto t0 = Clock::now();
   auto loaded = model::Model::Load(o.model, be);
   if (!loaded.ok()) Fail(loaded.status().message());
+  std::printf("%3d load %.2f s, RSS %.2f GiB\n", threads, Seconds(t0), bench::ResidentGiB());
   const model::Model& m = **loaded;
-  const int n_paths = o.baseline ? 2 : 1;
-  const char* names[] = {"tiles", "baseline"};
+  // The paths measured, alternately: the default, then the row-by-row baseline and the MoE
+  // experts one (row, expert) pair at a time (the dense matmuls on tiles) where asked.
+  struct Path {
+    const char* name;
+    bool tiles, moe_grouped;
+  };
+  std::vector<Path> paths = {{"tiles", true, true}};
+  if (o.baseline) paths.push_back({"baseline", false, false});
+  if (o.moe_pairs) paths.push_back({"moe-pairs", true, false});
+  const int n_paths = static_cast<int>(paths.size());
   std::vector<Samples> s(static_cast<size_t>(n_paths));
   for (auto& p : s) p.pp.resize(o.pp.size());
   Prefill(m, be, 16);  // warm-up: page in the weights, grow the buffers
   for (int rep = 0; rep < o.reps; ++rep)
     for (int k = 0; k < n_paths; ++k) {
-      const int path = (k + rep) % n_paths;  // alternate which path goes first
-      be.set_quant_tiles(path == 0);
+      const int path = (k + rep) % n_paths;  // rotate which path goes first
+      be.set_quant_tiles(paths[path].tiles);
+      be.set_moe_grouped(paths[path].moe_grouped);
       for (size_t i = 0; i < o.pp.size(); ++i) s[path].pp[i].push_back(Prefill(m, be, o.pp[i]));
       const double bw = bandwidth.Measure(threads);
       const DecodeRun d = Decode(m, be, o.tg);
@@ -124,24 +142,25 @@ void RunThreads(const Options& o, int threads, ReadBandwidth& bandwidth) {
       s[path].bytes_per_tok = d.bytes_per_tok;
     }
   for (int path = 0; path < n_paths; ++path) {
-    std::printf("%3d %-9s", threads, names[path]);
+    std::printf("%3d %-9s", threads, paths[path].name);
     for (const auto& v : s[path].pp) std::printf(" %9.2f", Best(v));
-    std::printf(" %9.2f %9.3f %8.2f %8.2f   median pp", Best(s[path].tg), s[path].bytes_per_tok / 1e9,
-                Best(s[path].bw), Best(s[path].frac));
+    std::printf(" %9.2f %9.3f %8.2f %8.2f   median pp", Best(s[path].tg),
+                s[path].bytes_per_tok / 1e9, Best(s[path].bw), Best(s[path].frac));
     for (const auto& v : s[path].pp) std::printf(" %.2f", bench::Median(v));
     std::printf(" tg %.2f\n", bench::Median(s[path].tg));
   }
-  if (o.baseline) {
-    std::printf("%3d %-9s", threads, "ratio");
-    for (size_t i = 0; i < o.pp.size(); ++i) std::printf(" %8.2fx", Best(s[0].pp[i]) / Best(s[1].pp[i]));
-    std::printf(" %8.2fx\n", Best(s[0].tg) / Best(s[1].tg));
+  for (int path = 1; path < n_paths; ++path) {  // the default over each other path
+    std::printf("%3d %-9s", threads, path == 1 ? "ratio" : "ratio2");
+    for (size_t i = 0; i < o.pp.size(); ++i)
+      std::printf(" %8.2fx", Best(s[0].pp[i]) / Best(s[path].pp[i]));
+    std::printf(" %8.2fx\n", Best(s[0].tg) / Best(s[path].tg));
   }
   std::fflush(stdout);
 }
 
 int WritePreset(const std::string& name, const std::string& path, const std::string& mix) {
   auto spec = model::SyntheticPreset(name);
-  if (!spec) Fail("unknown preset " + name + " (d17b, e4b, 26b-a4b, 31b)");
+  if (!spec) Fail("unknown preset " + name + " (d17b, moe4b, e4b, 26b-a4b, 31b)");
   if (!mix.empty()) {
     spec->mix = quant::MixFromName(mix);
     if (!spec->mix) Fail("unknown mix " + mix + " (" + quant::ValidMixNames() + ")");
@@ -169,6 +188,10 @@ int main(int argc, char** argv) {
       o.model = argv[++i];
     else if (a == "--baseline")
       o.baseline = true;
+    else if (a == "--unpacked-experts")
+      o.pack_experts = false;
+    else if (a == "--moe-pairs")
+      o.moe_pairs = true;
     else if (a == "--threads" && more)
       o.threads = IntList(argv[++i]);
     else if (a == "--pp" && more)
@@ -180,17 +203,19 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] "
-                   "[--pp 128,512] [--tg 64] [--reps N]\n"
-                   "       cpu_compare_bench --write-preset d17b|e4b|26b-a4b|31b PATH [MIX]\n");
+                   "[--pp 128,512] [--tg 64] [--reps N] [--unpacked-experts] [--moe-pairs]\n"
+                   "       cpu_compare_bench --write-preset d17b|moe4b|e4b|26b-a4b|31b PATH "
+                   "[MIX]\n");
       return 2;
     }
   }
   if (o.model.empty()) Fail("--model is required");
   ReadBandwidth bandwidth;
-  std::printf("%s: best of %d alternating runs; pp: one batch, tg: %d steps after 16 tokens;\n"
-              "GB/tok: weight + KV bytes per decoded token; bw: best read bandwidth measured right "
-              "before a tg run; frac: best of tg * GB/tok / bw per run\n",
-              o.model.c_str(), o.reps, o.tg);
+  std::printf(
+      "%s: best of %d alternating runs; pp: one batch, tg: %d steps after 16 tokens;\n"
+      "GB/tok: weight + KV bytes per decoded token; bw: best read bandwidth measured right "
+      "before a tg run; frac: best of tg * GB/tok / bw per run\n",
+      o.model.c_str(), o.reps, o.tg);
   std::printf("%3s %-9s", "thr", "path");
   for (int n : o.pp) std::printf(" %7s%-2d", "pp", n);
   std::printf(" %7s%-2d %9s %8s %8s\n", "tg", o.tg, "GB/tok", "bw GB/s", "frac");

@@ -19,7 +19,7 @@ namespace {
 
 TEST(SyntheticPresets, GemmaShapesLoadAndDecodeAtReducedSize) {
   EXPECT_FALSE(model::SyntheticPreset("40b").has_value());
-  for (const char* name : {"e4b", "26b-a4b", "31b", "d17b"}) {
+  for (const char* name : {"e4b", "26b-a4b", "31b", "d17b", "moe4b"}) {
     SCOPED_TRACE(name);
     auto spec = model::SyntheticPreset(name);
     ASSERT_TRUE(spec.has_value());

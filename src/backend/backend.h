@@ -60,11 +60,12 @@ class IntTensor {
 
 // How the forward pass reads a weight, so a backend may lay matmul weights out for its kernels:
 // kMatMul weights are operands of MatMul/MatMuls (and may also be read by row); kRows weights are
-// only read row by row (GetRows lookups, MatMulRows, MoE experts).
-enum class WeightUse { kMatMul, kRows };
+// only read row by row (GetRows lookups, MatMulRows); kExperts are MoE expert stacks
+// {in, out, n_expert}, read by MoeFfn one expert's rows at a time.
+enum class WeightUse { kMatMul, kRows, kExperts };
 
 // A weight tensor as the backend holds it (for the CPU: a view into the mmapped GGUF file, plus
-// the CPU kernels' packed copy of a matmul weight where its type has one).
+// the CPU kernels' packed copy of a matmul weight or expert stack where its type has one).
 struct Weight {
   std::string name;
   DType type = DType::F32;

@@ -44,8 +44,8 @@ class Binder {
   backend::Backend& b_;
 };
 
-// Expert tensors are read by (row, expert) pairs (MoeFfn), never as one matmul.
-constexpr backend::WeightUse kExperts = backend::WeightUse::kRows;
+// Expert tensors are read one expert at a time (MoeFfn), never as one matmul.
+constexpr backend::WeightUse kExperts = backend::WeightUse::kExperts;
 
 Status BindLayer(Binder& b, const ModelConfig& c, int il, LayerWeights* w) {
   const LayerConfig& l = c.layers[il];

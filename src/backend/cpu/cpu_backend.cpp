@@ -66,6 +66,11 @@ Weight CpuBackend::PrepareWeight(Weight w) {
   // embedding) and for the row-by-row baseline path.
   if (w.use == WeightUse::kMatMul && w.ne.size() == 2 && quant::CanPack(w.type))
     w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0], &pool_);
+  // Expert stacks pack as one matrix when every expert's rows fill whole 16-row groups, so
+  // expert e's group g is group e * ne[1] / 16 + g and no group mixes two experts.
+  if (w.use == WeightUse::kExperts && pack_experts_ && w.ne.size() == 3 &&
+      w.ne[1] % quant::kPackedCols == 0 && quant::CanPack(w.type))
+    w.packed = quant::Pack(w.type, w.data, w.row_bytes, w.n_rows(), w.ne[0], &pool_);
   return w;
 }
 

@@ -59,7 +59,15 @@ class CpuBackend : public Backend {
   ThreadPool& pool() { return pool_; }
   // Quantized weights against several activation rows: the tile kernels (quant::DotTile, the
   // default) or today's row-by-row DotCols path (benchmarks' baseline). Same bits either way.
+  // With tiles on, MoeFfn also groups its (row, expert) pairs by expert (one pass over each
+  // expert's weights for all its rows); off, it keeps the per-pair path. Same bits either way.
   void set_quant_tiles(bool on) { quant_tiles_ = on; }
+  // MoeFfn's grouping alone (on by default; it also needs tiles on): off keeps the per-pair
+  // path while the dense matmuls stay on tiles (benchmarks' MoE before/after). Same bits.
+  void set_moe_grouped(bool on) { moe_grouped_ = on; }
+  // Expert stacks packed at load (the default; set before loading a model): a second copy of
+  // the experts for the packed kernels. Off, they are read from the mmapped file. Same bits.
+  void set_pack_experts(bool on) { pack_experts_ = on; }
 
  private:
   // Scratch of one pool worker for the kernels that need more than registers: MoE routing and
@@ -71,15 +79,32 @@ class CpuBackend : public Backend {
   };
   // MoeFfn's state between its parallel passes, per (row, selected expert) pair ("slot", row
   // major, experts ascending): expert id, combination weight, gate/up outputs, down outputs,
-  // prepared rows. Grown, never shrunk.
+  // prepared rows. The grouped path keeps hid, down, xact and xs by sorted position instead
+  // (pairs ordered by expert, then row): `order` maps a position to its slot, `pos` a slot to
+  // its position, `start` an expert to its first position, `active` lists the experts in use.
+  // Grown, never shrunk.
   struct MoeState {
-    std::vector<int> expert;
+    std::vector<int> expert, active;
     std::vector<float> weight, hid, down;
-    std::vector<quant::PreparedRow> xin, xact;  // by row, by slot
+    std::vector<int64_t> order, pos, start;
+    std::vector<quant::PreparedRow> xin, xact, xs;  // by row, by slot, by position
   };
-  void MoeBuffers(int64_t rows, int64_t slots, int64_t n_embd, int64_t n_ff, int n_expert);
+  // The shapes of one MoeFfn call.
+  struct MoeShape {
+    int64_t rows, slots, n_embd, n_ff;
+    int n_expert, n_used;
+  };
+  void MoeBuffers(const MoeShape& sh, bool grouped);
   void MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type, int n_used,
-                const float* scale);
+                const float* scale, bool prepare);
+  // Expert matmuls one (row, expert) pair at a time, in column chunks (the baseline path).
+  void MoePairs(const MoeShape& sh, const Weight& gate, const Weight* up, const Weight& down);
+  // Expert matmuls grouped by expert (moe_grouped.cpp).
+  void MoeGrouped(const Tensor& x, const MoeShape& sh, const Weight& gate, const Weight* up,
+                  const Weight& down);
+  // y's rows: the weighted sum of each row's down outputs in ascending expert id (`pos`: the
+  // grouped path's slot -> position map; null for the pair path).
+  void MoeCombine(const MoeShape& sh, const int64_t* pos, Tensor* y);
   // Prepared activation rows, reused across calls. Every row keeps the largest buffers any
   // row of the set has needed, so a row index first used by a later, larger step (more
   // drafting sequences, more verify rows) finds its buffers ready.
@@ -114,6 +139,8 @@ class CpuBackend : public Backend {
   // size (rows beyond one chunk are done in passes), so it is allocated once, here.
   std::vector<float> rows_scratch_;
   bool quant_tiles_ = true;
+  bool pack_experts_ = true;
+  bool moe_grouped_ = true;
 };
 
 // Scalar kernels shared by several ops; each is a pure function of its arguments.

@@ -1,8 +1,9 @@
 // CPU mixture-of-experts FFN (Gemma 4 routing: softmax over all experts, top-k, renormalise,
-// per-expert output scale). Selected experts are accumulated in ascending expert id. The work
-// of every (row, expert) pair is spread over the pool in column chunks, so one decode token's
-// experts run on all threads; each output element is still one DotRow on one thread, and the
-// weighted sum keeps its fixed order.
+// per-expert output scale). Selected experts are accumulated in ascending expert id. The expert
+// matmuls run grouped by expert (moe_grouped.cpp) or, on the baseline path, one (row, expert)
+// pair at a time in column chunks over the pool, so one decode token's experts run on all
+// threads; each output element equals one DotRow either way, and the weighted sum keeps its
+// fixed order.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -44,7 +45,7 @@ int64_t Grain(int64_t work_per_task) {
 }  // namespace
 
 void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in_type, int n_used,
-                          const float* scale) {
+                          const float* scale, bool prepare) {
   const int n_expert = static_cast<int>(router_logits.cols());
   pool_.ParallelForWorker(x.rows(), 1, [&](int worker, int64_t b, int64_t e) {
     WorkerScratch& ws = worker_[static_cast<size_t>(worker)];
@@ -63,7 +64,7 @@ void CpuBackend::MoeRoute(const Tensor& x, const Tensor& router_logits, DType in
         moe_.expert[r * n_used + k] = ex;
         moe_.weight[r * n_used + k] = p[ex] / wsum * scale[ex];
       }
-      quant::PrepareRow(in_type, x.row(r), x.cols(), &moe_.xin[r]);
+      if (prepare) quant::PrepareRow(in_type, x.row(r), x.cols(), &moe_.xin[r]);
     }
   });
 }
@@ -76,11 +77,28 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
   const int64_t n_ff = up ? gate.ne[1] : gate.ne[1] / 2;
   CHECK(gate.ne[0] == n_embd && gate.ne[2] == n_expert && down.ne[0] == n_ff);
   CHECK(down.ne[1] == n_embd && y->cols() == n_embd && n_used <= n_expert);
+  CHECK(!up || up->type == gate.type);  // one prepared input serves both
   moe_scale_.assign(static_cast<size_t>(n_expert), 1.0f);
   if (down_scale) WeightRowF32(*down_scale, 0, moe_scale_.data());
-  const int64_t rows = x.rows(), slots = rows * n_used;
-  MoeBuffers(rows, slots, n_embd, n_ff, n_expert);
-  MoeRoute(x, router_logits, gate.type, n_used, moe_scale_.data());
+  const MoeShape sh{x.rows(), x.rows() * n_used, n_embd, n_ff, n_expert, n_used};
+  // The grouped path serves every row count (one decode row included: its experts' column
+  // blocks still spread over the pool); the pair path stays as the benchmarks' baseline.
+  const bool grouped = quant_tiles_ && moe_grouped_;
+  MoeBuffers(sh, grouped);
+  MoeRoute(x, router_logits, gate.type, n_used, moe_scale_.data(), !grouped);
+  if (grouped) {
+    MoeGrouped(x, sh, gate, up, down);
+    MoeCombine(sh, moe_.pos.data(), y);
+  } else {
+    MoePairs(sh, gate, up, down);
+    MoeCombine(sh, nullptr, y);
+  }
+}
+
+void CpuBackend::MoePairs(const MoeShape& sh, const Weight& gate, const Weight* up,
+                          const Weight& down) {
+  const int64_t n_embd = sh.n_embd, n_ff = sh.n_ff, slots = sh.slots;
+  const int n_used = sh.n_used;
   // Gate and up rows of every (row, expert) pair, in column chunks.
   const int64_t ff_chunks = Chunks(n_ff);
   pool_.ParallelFor(slots * ff_chunks, Grain(2 * kMoeChunk * n_embd), [&](int64_t b, int64_t e) {
@@ -114,40 +132,53 @@ void CpuBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Weig
         d[j] = quant::DotRow(down.row(ex * n_embd + j), moe_.xact[s]);
     }
   });
+}
+
+void CpuBackend::MoeCombine(const MoeShape& sh, const int64_t* pos, Tensor* y) {
   // The weighted sum in ascending expert id, one row per task.
-  pool_.ParallelFor(rows, Grain(n_used * n_embd), [&](int64_t b, int64_t e) {
+  const int64_t n_embd = sh.n_embd;
+  const int n_used = sh.n_used;
+  pool_.ParallelFor(sh.rows, Grain(n_used * n_embd), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       float* out = y->row(r);
       std::fill(out, out + n_embd, 0.0f);
       for (int k = 0; k < n_used; ++k) {
-        const float w = moe_.weight[r * n_used + k];
-        const float* d = moe_.down.data() + (r * n_used + k) * n_embd;
+        const int64_t s = r * n_used + k;
+        const float w = moe_.weight[s];
+        const float* d = moe_.down.data() + (pos ? pos[s] : s) * n_embd;
         for (int64_t j = 0; j < n_embd; ++j) out[j] += w * d[j];
       }
     }
   });
 }
 
-void CpuBackend::MoeBuffers(int64_t rows, int64_t slots, int64_t n_embd, int64_t n_ff,
-                            int n_expert) {
-  moe_.expert.resize(static_cast<size_t>(slots));
-  moe_.weight.resize(static_cast<size_t>(slots));
-  moe_.hid.resize(static_cast<size_t>(slots * 2 * n_ff));
-  moe_.down.resize(static_cast<size_t>(slots * n_embd));
-  if (moe_.xin.size() < static_cast<size_t>(rows)) moe_.xin.resize(static_cast<size_t>(rows));
-  if (moe_.xact.size() < static_cast<size_t>(slots)) moe_.xact.resize(static_cast<size_t>(slots));
+void CpuBackend::MoeBuffers(const MoeShape& sh, bool grouped) {
+  const size_t slots = static_cast<size_t>(sh.slots), rows = static_cast<size_t>(sh.rows);
+  moe_.expert.resize(slots);
+  moe_.weight.resize(slots);
+  moe_.hid.resize(slots * 2 * static_cast<size_t>(sh.n_ff));
+  moe_.down.resize(slots * static_cast<size_t>(sh.n_embd));
+  if (moe_.xin.size() < rows) moe_.xin.resize(rows);
+  if (moe_.xact.size() < slots) moe_.xact.resize(slots);
+  if (grouped) {
+    moe_.order.resize(slots);
+    moe_.pos.resize(slots);
+    moe_.start.resize(static_cast<size_t>(sh.n_expert) + 1);
+    moe_.active.reserve(static_cast<size_t>(sh.n_expert));
+    if (moe_.xs.size() < slots) moe_.xs.resize(slots);
+  }
   // Size every buffer here, on the calling thread; the workers only reuse them. 2n + 64 bytes
   // bound every prepared activation format (int8 values plus per-block scales and sums).
-  const size_t widest = static_cast<size_t>(std::max(n_embd, n_ff));
-  for (auto* set : {&moe_.xin, &moe_.xact})
+  const size_t widest = static_cast<size_t>(std::max(sh.n_embd, sh.n_ff));
+  for (auto* set : {&moe_.xin, &moe_.xact, &moe_.xs})
     for (quant::PreparedRow& pr : *set) {
       pr.f32.reserve(widest);
       pr.q.reserve(2 * widest + 64);
     }
   for (WorkerScratch& ws : worker_) {
-    ws.act.resize(static_cast<size_t>(n_ff));
-    ws.probs.resize(static_cast<size_t>(n_expert));
-    ws.experts.reserve(static_cast<size_t>(n_expert));
+    ws.act.resize(static_cast<size_t>(sh.n_ff));
+    ws.probs.resize(static_cast<size_t>(sh.n_expert));
+    ws.experts.reserve(static_cast<size_t>(sh.n_expert));
   }
 }
 

@@ -264,6 +264,16 @@ std::optional<SyntheticSpec> SyntheticPreset(std::string_view name) {
     return s;
   }
   if (name == "31b") return GemmaShape(60, 5376, 32, 16, 4, 21504, 1024);
+  if (name == "moe4b") {
+    // 26B-A4B's layer layout (128 experts of 704, top-8, its heads and dense MLP) at width
+    // 2048 and 6 layers: 4.10B parameters, 0.45B active per token besides the tied 262k-row
+    // head (0.54B). The 704-wide down rows take Q5_0 / Q8_0 in Q4_K_M, as the real model's do.
+    SyntheticSpec s = GemmaShape(6, 2048, 16, 8, 2, 2112, 1024);
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 704;
+    return s;
+  }
   if (name != "d17b") return std::nullopt;
   SyntheticSpec s;
   s.n_vocab = 262144;

@@ -49,8 +49,10 @@ Status WriteSyntheticModel(const SyntheticSpec& spec, const std::string& path);
 
 // Named real-size shapes (F16 matrices); nullopt for an unknown name. "d17b": the CPU benchmark
 // model of issue 15: dense, 18 layers (every sixth full), width 2048, FFN 8192, 262,144 tokens,
-// K=V full layers, about 1.69B parameters. "e4b", "26b-a4b", "31b": Gemma 4's own shapes
-// (docs: ../shared/spec/gemma4-arch.md), for the GPU benchmarks.
+// K=V full layers, about 1.69B parameters. "moe4b": the CPU MoE benchmark model (issue 15's
+// 128 experts, top-8, about 4B parameters): 26B-A4B's layers at width 2048, 6 layers.
+// "e4b", "26b-a4b", "31b": Gemma 4's own shapes (docs: ../shared/spec/gemma4-arch.md), for the
+// GPU benchmarks.
 std::optional<SyntheticSpec> SyntheticPreset(std::string_view name);
 
 // Attention and RoPE keys shared by synthetic targets and drafters, written under `prefix`
