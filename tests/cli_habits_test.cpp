@@ -172,21 +172,23 @@ std::string ChatCmd(const std::string& input, const std::string& extra) {
                      LOCKSTEP_BINARY, Target(), Template(), extra);
 }
 
+// `generate` of 6 greedy tokens after 'def f(x):' on the target with extra `flags`, as JSON.
+std::string GenerateSix(const std::string& flags, int* rc) {
+  return testing::RunCli(
+      LOCKSTEP_BINARY,
+      fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(),
+                  flags),
+      rc);
+}
+
 // llama.cpp's -ctk / -ctv name the KV cache types: the run records them and decodes as with the
 // long flags; an unknown type is a usage error naming the value (exit 2).
 TEST(GenerateCli, LlamaCppCacheTypeFlags) {
   REQUIRE_MODELS();
-  const auto run = [](const std::string& flags, int* rc) {
-    return testing::RunCli(
-        LOCKSTEP_BINARY,
-        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(),
-                    flags),
-        rc);
-  };
   int rc = -1;
-  const std::string short_out = run("-ctk f16 -ctv bf16", &rc);
+  const std::string short_out = GenerateSix("-ctk f16 -ctv bf16", &rc);
   ASSERT_EQ(rc, 0) << short_out;
-  const std::string long_out = run("--cache-type-k f16 --cache-type-v bf16", &rc);
+  const std::string long_out = GenerateSix("--cache-type-k f16 --cache-type-v bf16", &rc);
   ASSERT_EQ(rc, 0) << long_out;
   const auto a = nlohmann::json::parse(short_out.substr(short_out.find('{')));
   const auto b = nlohmann::json::parse(long_out.substr(long_out.find('{')));
@@ -194,7 +196,7 @@ TEST(GenerateCli, LlamaCppCacheTypeFlags) {
   EXPECT_EQ(a["identity"]["settings"]["cache_type_v"], "bf16");
   EXPECT_EQ(a["tokens"], b["tokens"]);
   EXPECT_EQ(a["identity"]["settings"], b["identity"]["settings"]);
-  const std::string bad = run("-ctk q9", &rc);
+  const std::string bad = GenerateSix("-ctk q9", &rc);
   EXPECT_EQ(rc, 2) << bad;
   EXPECT_NE(bad.find("q9"), std::string::npos) << bad;
 }
@@ -203,23 +205,16 @@ TEST(GenerateCli, LlamaCppCacheTypeFlags) {
 // run's prompt of 5 tokens goes through in 2-row, 1-row and whole passes); 0 is a usage error.
 TEST(GenerateCli, UbatchSizeNeverChangesTheTokens) {
   REQUIRE_MODELS();
-  const auto run = [](const std::string& flags, int* rc) {
-    return testing::RunCli(
-        LOCKSTEP_BINARY,
-        fmt::format("generate -m {} -p 'def f(x):' -n 6 --temp 0 --json --no-hash {}", Target(),
-                    flags),
-        rc);
-  };
   int rc = -1;
-  const std::string whole = run("", &rc);
+  const std::string whole = GenerateSix("", &rc);
   ASSERT_EQ(rc, 0) << whole;
   const auto tokens = nlohmann::json::parse(whole.substr(whole.find('{')))["tokens"];
   for (const std::string flags : {"-ub 2", "--ubatch-size 1"}) {
-    const std::string out = run(flags, &rc);
+    const std::string out = GenerateSix(flags, &rc);
     ASSERT_EQ(rc, 0) << flags << ": " << out;
     EXPECT_EQ(nlohmann::json::parse(out.substr(out.find('{')))["tokens"], tokens) << flags;
   }
-  const std::string bad = run("-ub 0", &rc);
+  const std::string bad = GenerateSix("-ub 0", &rc);
   EXPECT_EQ(rc, 2) << bad;
   EXPECT_NE(bad.find("ubatch"), std::string::npos) << bad;
 }
