@@ -359,6 +359,7 @@ TEST(ServeCli, HelpAndGracefulShutdown) {
   // Every option shows its default, as generate's and chat's do.
   EXPECT_NE(help.find("--parallel INT:INT in [1 - 256]=4"), std::string::npos) << help;
   EXPECT_NE(help.find("--spec-draft-n-max INT:INT in [1 - 32]=3"), std::string::npos) << help;
+  EXPECT_NE(help.find("--prefill-chunk,--ubatch-size"), std::string::npos) << help;  // -ub
   if (!std::filesystem::exists(ModelPath("target"))) GTEST_SKIP() << "no default model";
   testing::ServeProcess p = testing::SpawnServe(
       LOCKSTEP_BINARY, {"-m", ModelPath("target"), "-c", "256", "-np", "2", "--no-hash"});

@@ -109,7 +109,8 @@ void AddOptions(CLI::App& app, Args& a) {
       ->check(CacheTypeName());
   app.add_option("--cache-type-v", a.cache_type_v, "KV cache type for V: f32, f16, bf16")
       ->check(CacheTypeName());
-  app.add_option("--prefill-chunk", a.prefill_chunk, "prompt rows a sequence adds per step")
+  app.add_option("--prefill-chunk,--ubatch-size", a.prefill_chunk,
+                 "prompt rows a sequence adds per step (also -ub; never changes the output)")
       ->check(CLI::Range(1, 1 << 16));
   app.add_option("--device", a.load.device, "backend: auto, cpu or cuda");
   app.add_option("--gpu-layers,--n-gpu-layers", a.load.gpu_layers,
