@@ -5,6 +5,7 @@
 # generated ids, then whether every run of a preset generated the same ids.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-common.sh
 
 usage() {
   cat <<'USAGE'
@@ -15,7 +16,8 @@ usage: scripts/gpu-ab.sh --base DIR --new DIR [--also NAME=DIR ...] [--presets 2
                          one also cpu_compare_bench (and engine_bench for --engine)
   --also NAME=DIR        a further build, run after new in each round (repeatable)
   --presets P            comma-separated shapes of cpu_compare_bench --write-preset
-  --model FILE           an existing GGUF to use instead of writing the (single) preset; kept
+  --model FILE           an existing GGUF to use instead of writing the preset (one preset
+                         only); kept
   --reps N               runs of each build per preset, alternating (default 2)
   --work DIR             where the model files are written, one at a time (default /tmp)
   --engine               also engine_bench (1 / 8 / 32 sequences, each checked against a solo
@@ -41,14 +43,8 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 [[ -n "$base" && -n "$new" ]] || { usage >&2; exit 2; }
+check_given_model "$presets"
 
-find_bin() {
-  for d in "$1" "$1/src" "$1/bench"; do
-    [[ -x "$d/$2" ]] && { echo "$d/$2"; return; }
-  done
-  echo "gpu-ab: $2 not found under $1" >&2
-  exit 2
-}
 writer=$(find_bin "$new" cpu_compare_bench)
 declare -A bin=([base]=$(find_bin "$base" lockstep) [new]=$(find_bin "$new" lockstep))
 builds=(base new)
@@ -61,11 +57,7 @@ prompt=$(seq -s, 1000 1511)  # 512 token ids
 echo "| model | build | run | pp512 tok/s | tg128 tok/s | sha256 of the 128 ids |"
 echo "|---|---|---|---|---|---|"
 for preset in ${presets//,/ }; do
-  model="$work/lockstep-ab-$preset-$$.gguf"
-  trap 'rm -f "$model"' EXIT
-  if [[ -n "$given_model" ]]; then model=$given_model; trap - EXIT; else
-  "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
-  fi
+  preset_model "$writer" "$preset" "$work/lockstep-ab-$preset-$$.gguf"
   hashes=()
   for ((rep = 1; rep <= reps; ++rep)); do
     for build in "${builds[@]}"; do
@@ -102,5 +94,5 @@ exact = "yes" if rows and all(r["exact"] for r in rows) else "NO"
 print(f"{sys.argv[1]} engine 1 / 8 / 32 seqs: {agg} tok/s, exact: {exact}")
 PY
   fi
-  [[ -n "$given_model" ]] || rm -f "$model"
+  drop_model
 done

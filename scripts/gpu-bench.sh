@@ -6,6 +6,7 @@
 # llama.cpp's default, as in the llama.cpp figures it is compared with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-common.sh
 
 usage() {
   cat <<'USAGE'
@@ -36,14 +37,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 
-find_bin() {
-  for d in "$bin" "$bin/src" "$bin/bench"; do
-    [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }
-  done
-  echo "gpu-bench: $1 not found under $bin" >&2
-  exit 2
-}
-lockstep=$(find_bin lockstep) writer=$(find_bin cpu_compare_bench) engine=$(find_bin engine_bench)
+lockstep=$(find_bin "$bin" lockstep) writer=$(find_bin "$bin" cpu_compare_bench) engine=$(find_bin "$bin" engine_bench)
 
 prompt=$(seq -s, 1000 1511)  # 512 token ids
 echo "| model | file GB | pp512 tok/s | tg128 tok/s | engine 1 / 8 / 32 seqs tok/s | exact |"

@@ -4,6 +4,7 @@
 # per kernel name, the kernel count and the sum next to the measured step time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/gpu-common.sh
 
 usage() {
   cat <<'USAGE'
@@ -12,7 +13,7 @@ usage: scripts/gpu-profile.sh [--bin DIR] [--presets 26b-a4b,31b] [--work DIR] [
 
   --bin DIR      directory holding lockstep and cpu_compare_bench (default: build; the
                  binaries may sit in DIR, DIR/src or DIR/bench)
-  --model FILE   an existing GGUF to use instead of writing the (single) preset; kept
+  --model FILE   an existing GGUF to use instead of writing the preset (one preset only); kept
   --presets P    comma-separated shapes of cpu_compare_bench --write-preset (default: 26b-a4b)
   --work DIR     where the model files are written, one at a time (default: /tmp)
   --out DIR      where the per-kernel CSV files go (default: the work directory)
@@ -38,25 +39,15 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 out=${out:-$work}
+check_given_model "$presets"
 command -v ncu >/dev/null || { echo "gpu-profile: ncu not found" >&2; exit 2; }
 
-find_bin() {
-  for d in "$bin" "$bin/src" "$bin/bench"; do
-    [[ -x "$d/$1" ]] && { echo "$d/$1"; return; }
-  done
-  echo "gpu-profile: $1 not found under $bin" >&2
-  exit 2
-}
-lockstep=$(find_bin lockstep) writer=$(find_bin cpu_compare_bench)
+lockstep=$(find_bin "$bin" lockstep) writer=$(find_bin "$bin" cpu_compare_bench)
 prompt=$(seq -s, 1000 $((999 + context)))
 
 kv_flags="--cache-type-k f16 --cache-type-v f16"  # llama.cpp's default, as in gpu-bench.sh
 for preset in ${presets//,/ }; do
-  model="$work/lockstep-profile-$preset-$$.gguf"
-  trap 'rm -f "$model"' EXIT
-  if [[ -n "$given_model" ]]; then model=$given_model; trap - EXIT; else
-  "$writer" --write-preset "$preset" "$model" Q4_K_M >&2
-  fi
+  preset_model "$writer" "$preset" "$work/lockstep-profile-$preset-$$.gguf"
   gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 64 --ignore-eos \
     --json --no-hash $kv_flags)
   step_ms=$(python3 -c 'import json,sys; t=json.loads(sys.argv[1]); print(t["timings"]["generate_ms"]/t["n_generated"])' "$gen")
@@ -102,5 +93,5 @@ print(f"{'kernel grid':60s} {'n':>5s} {'us':>9s} {'%':>6s}")
 for key, (n, us) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:40]:
     print(f"{key[:60]:60s} {n:5d} {us:9.1f} {100 * us / total:6.1f}")
 PY
-  [[ -n "$given_model" ]] || rm -f "$model"
+  drop_model
 done
