@@ -34,13 +34,18 @@ inline pid_t Spawn(std::vector<std::string> argv, int out_fd, bool merge_stderr)
 }
 
 // Reads what is available on `fd` into *out, waiting at most `wait`; false at end of file or
-// when nothing came in time.
-inline bool ReadSome(int fd, std::string* out, std::chrono::milliseconds wait) {
+// when nothing came in time (`ended`, when given, tells which: true at end of file).
+inline bool ReadSome(int fd, std::string* out, std::chrono::milliseconds wait,
+                     bool* ended = nullptr) {
+  if (ended) *ended = false;
   pollfd p{fd, POLLIN, 0};
   if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return false;
   char buf[4096];
   const ssize_t n = ::read(fd, buf, sizeof buf);
-  if (n <= 0) return false;
+  if (n <= 0) {
+    if (ended) *ended = true;
+    return false;
+  }
   out->append(buf, static_cast<size_t>(n));
   return true;
 }

@@ -149,10 +149,10 @@ inline ServeProcess SpawnServe(const std::string& binary, std::vector<std::strin
   // A quiet half second is not the end: under load the server can take longer to load and
   // print its address (the loop once gave up after 500 ms). Only the deadline or the pipe's
   // end (the process exited) stops it.
-  while (p.line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until) {
-    if (ReadSome(out[0], &p.line, std::chrono::milliseconds(500))) continue;
-    pollfd ended{out[0], POLLIN, 0};
-    if (::poll(&ended, 1, 0) > 0 && (ended.revents & POLLHUP) && !(ended.revents & POLLIN)) break;
+  bool ended = false;
+  while (p.line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < until &&
+         !ended) {
+    ReadSome(out[0], &p.line, std::chrono::milliseconds(500), &ended);
   }
   ::close(out[0]);  // later output goes nowhere; the server ignores SIGPIPE
   const size_t at = p.line.find("127.0.0.1:");
