@@ -63,11 +63,10 @@ MUTANTS = {
                                 "MatMul/MatMuls sum in reverse order when rows > 1"),
     "matmul_reverse_rows_gt32": (MM, reverse_edits(33), "*ForwardInvariance*",
                                  "reverse summation only when rows > 32"),
-    "attention_sum_reversed_batch": (ATTN, [(
-        "        sum += scores[j];\n      }\n",
-        "      }\n      if (q.rows() > 1)\n        for (int j = n_keys; j-- > 0;) sum += scores[j];\n"
-        "      else\n        for (int j = 0; j < n_keys; ++j) sum += scores[j];\n")],
-        "*ForwardInvariance*", "attention softmax sum reversed when batch > 1"),
+    "attention_block_reads_past_own_keys": (ATTN, [(
+        "    return std::pair{std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};",
+        "    return std::pair{std::max(t0, qs.lo[j]), t0 + n};")],
+        "*ForwardInvariance*", "a query of a row block also reads the later rows' keys"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, pos + 1 + (s.decoding && r > s.row_begin ? 1 : 0),"
@@ -89,10 +88,8 @@ MUTANTS = {
         " {recent_.data() + at, n}});")],
         "*SpecExactness*:*EngineExactness*-*NegativeControl*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
-        "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;\n"
-        "      const int p =",
-        "      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;\n"
-        "      const int p =")],
+        "        qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;",
+        "        qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;")],
         "*TargetParity*", "sliding window one key short"),
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",

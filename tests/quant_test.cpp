@@ -248,10 +248,11 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
 }
 
 // AddWeightedRows against the scalar loop it defines (each product rounded, added in row
-// order), for lengths around the 32- and 8-element steps; a fused multiply-add or the rows
-// added in reverse differ (negative controls: the comparison sees the order).
-TEST(QuantDot, AddWeightedRowsEqualsScalarOrderBitForBit) {
-  for (int64_t n : {5, 8, 40, 256, 512, 1003}) {
+// order), on every level this CPU runs, for lengths around each level's steps (AVX2: 32 and 8;
+// AVX-512: 256, 128, ..., 16 and a masked tail); a fused multiply-add or the rows added in
+// reverse differ (negative controls: the comparison sees the order).
+void CheckAddWeightedRows(Isa isa) {
+  for (int64_t n : {5, 8, 16, 40, 256, 300, 512, 1003}) {
     for (int n_rows : {1, 3, 16}) {
       std::vector<std::vector<float>> rows;
       std::vector<const float*> ptrs;
@@ -260,7 +261,7 @@ TEST(QuantDot, AddWeightedRowsEqualsScalarOrderBitForBit) {
       const auto w = testing::GaussianRow(n_rows, 600);
       auto acc = testing::GaussianRow(n, 700);
       auto want = acc, fused = acc, reversed = acc;
-      AddWeightedRows(ptrs.data(), w.data(), n_rows, n, acc.data());
+      AddWeightedRowsIsa(isa, ptrs.data(), w.data(), n_rows, n, acc.data());
       for (int64_t i = 0; i < n; ++i) {
         for (int t = 0; t < n_rows; ++t) {
           const float prod = w[t] * rows[t][i];
@@ -276,6 +277,14 @@ TEST(QuantDot, AddWeightedRowsEqualsScalarOrderBitForBit) {
         EXPECT_NE(std::memcmp(reversed.data(), want.data(), 4 * n), 0);
       }
     }
+  }
+}
+
+TEST(QuantDot, AddWeightedRowsEqualsScalarOrderBitForBit) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!CpuHasIsa(isa)) continue;
+    SCOPED_TRACE(std::string(IsaName(isa)));
+    CheckAddWeightedRows(isa);
   }
 }
 

@@ -231,7 +231,14 @@ void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, fl
 }
 
 void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc) {
-  if (CpuIsa() >= Isa::kAvx2) return detail::AddWeightedRowsAvx2(rows, w, n_rows, n, acc);
+  AddWeightedRowsIsa(CpuIsa(), rows, w, n_rows, n, acc);
+}
+
+void AddWeightedRowsIsa(Isa isa, const float* const* rows, const float* w, int n_rows, int64_t n,
+                        float* acc) {
+  CHECKF(CpuHasIsa(isa), "AddWeightedRows: this CPU lacks {}", IsaName(isa));
+  if (isa == Isa::kAvx512) return detail::AddWeightedRowsAvx512(rows, w, n_rows, n, acc);
+  if (isa == Isa::kAvx2) return detail::AddWeightedRowsAvx2(rows, w, n_rows, n, acc);
   for (int t = 0; t < n_rows; ++t)
     for (int64_t i = 0; i < n; ++i) acc[i] += w[t] * rows[t][i];
 }

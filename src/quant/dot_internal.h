@@ -77,6 +77,9 @@ void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n
 // AddWeightedRows on AVX2 (dot_avx2.cpp): the accumulator stays in registers across the rows.
 void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
                          float* acc);
+// AddWeightedRows on AVX-512 (dot_float_avx512.cpp): up to 256 accumulator elements in registers.
+void AddWeightedRowsAvx512(const float* const* rows, const float* w, int n_rows, int64_t n,
+                           float* acc);
 
 // Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
 // AVX-encoded out-of-line copy can be picked by the linker for portable callers.

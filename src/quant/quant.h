@@ -89,5 +89,8 @@ void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, fl
 // rows[n_rows-1][i] for i < n: each product rounded, then added in row order (no fused
 // multiply-add), the same bits on every level (attention's weighted sum of value rows).
 void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc);
+// AddWeightedRows with the kernel of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
+void AddWeightedRowsIsa(Isa isa, const float* const* rows, const float* w, int n_rows, int64_t n,
+                        float* acc);
 
 }  // namespace lockstep::quant

@@ -55,6 +55,109 @@ bool CacheType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
+// A work item of Attention: the queries of one KV head over a block of rows (consecutive
+// positions of one sequence) and a range of the heads that share that KV head. Its queries read
+// the same keys and values, so each key or value row is converted and brought into the cache
+// once for all of them; every query still gets exactly the arithmetic it gets alone.
+struct AttentionItems {
+  int64_t n_blocks = 0;    // row blocks
+  int heads_per_item = 1;  // of the `group` heads of a KV head
+  int parts = 1;           // head ranges a block is split into
+};
+
+// Softmax weights below e^-80 (relative to the largest, which is exactly 1) are taken as 0.
+// Their products with value elements would often be subnormal floats, which cost x86 cores a
+// microcode assist each (a tenth of a 512-token prefill on random weights); dropped, they change
+// neither the sum (a sum that the largest weight's 1 enters absorbs anything below 2^-25) nor an
+// output element, unless its kept terms cancel to below about 2^-75 of the value rows' scale. A
+// function of the row's own scores, so every path still gives the same bits.
+constexpr float kMinLogWeight = -80.0f;
+
+// Queries one attention work item holds (rows x heads of one KV head).
+constexpr int kBlockQueries = 8;
+
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// The queries of one work item: each reads keys [lo, last] of the item's sequence.
+struct AttentionQueries {
+  int n = 0;
+  int lo[kBlockQueries], last[kBlockQueries];
+  const float* q[kBlockQueries];
+  float* scores[kBlockQueries];  // scores[j][t - lo[j]]
+  float* acc[kBlockQueries];     // head_dim
+  float* out[kBlockQueries];     // head_dim
+};
+
+// Each query's softmax(q k^T) v over its own keys, in DotF32's order per score, ascending key
+// order for the maximum, the sum and the weighted value rows: the arithmetic a query gets
+// alone, only the key and value rows are shared. The queries' key ranges together form one
+// range [first, end) (consecutive positions of one sequence). `rows_buf`: kValueTile rows of
+// head_dim for converted keys or values.
+void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
+                 const AttentionQueries& qs, float* rows_buf) {
+  int first = qs.lo[0], end = qs.last[0] + 1;
+  for (int j = 1; j < qs.n; ++j) {
+    first = std::min(first, qs.lo[j]);
+    end = std::max(end, qs.last[j] + 1);
+  }
+  // The part of keys [t0, t0 + n) query j reads: [a, z) (empty when a >= z).
+  const auto span = [&](int j, int t0, int n) {
+    return std::pair{std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};
+  };
+  const auto fetch = [&](const void* base, DType type, int64_t width, int t0, int n,
+                         const float** ptrs) {
+    for (int c = 0; c < n; ++c) {
+      const int64_t row = kv.Row(seq, t0 + c);
+      CHECK(row >= 0);
+      ptrs[c] = HeadF32(base, type, width, row, col, head_dim,
+                        rows_buf + static_cast<int64_t>(c) * head_dim);
+    }
+  };
+  // Scores, four keys at a time (four dot chains in flight), each in DotF32's order.
+  for (int t0 = first; t0 < end; t0 += quant::kMaxDotCols) {
+    const int nk = std::min(quant::kMaxDotCols, end - t0);
+    const float* ks[quant::kMaxDotCols];
+    fetch(kv.k, kv.type_k, kv.k_width, t0, nk, ks);
+    for (int j = 0; j < qs.n; ++j) {
+      const auto [a, z] = span(j, t0, nk);
+      if (a < z)
+        quant::DotF32Cols(ks + (a - t0), z - a, qs.q[j], head_dim, qs.scores[j] + (a - qs.lo[j]));
+    }
+  }
+  float sum[kBlockQueries];
+  for (int j = 0; j < qs.n; ++j) {
+    float* scores = qs.scores[j];
+    const int n_keys = qs.last[j] - qs.lo[j] + 1;
+    float mx = -std::numeric_limits<float>::infinity();
+    for (int t = 0; t < n_keys; ++t) mx = std::max(mx, scores[t]);
+    sum[j] = 0.0f;
+    for (int t = 0; t < n_keys; ++t) {
+      scores[t] = scores[t] - mx < kMinLogWeight ? 0.0f : std::exp(scores[t] - mx);
+      sum[j] += scores[t];
+    }
+    std::fill(qs.acc[j], qs.acc[j] + head_dim, 0.0f);
+  }
+  // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sum stays in
+  // registers across a tile; the order per element is the same).
+  for (int t0 = first; t0 < end; t0 += kValueTile) {
+    const int nv = std::min(kValueTile, end - t0);
+    const float* vs[kValueTile];
+    fetch(kv.v, kv.type_v, kv.v_width, t0, nv, vs);
+    for (int j = 0; j < qs.n; ++j) {
+      const auto [a, z] = span(j, t0, nv);
+      if (a < z)
+        quant::AddWeightedRows(vs + (a - t0), qs.scores[j] + (a - qs.lo[j]), z - a, head_dim,
+                               qs.acc[j]);
+    }
+  }
+  for (int j = 0; j < qs.n; ++j) {
+    const float inv = 1.0f / sum[j];
+    for (int d = 0; d < head_dim; ++d) qs.out[j][d] = qs.acc[j][d] * inv;
+  }
+}
+
 }  // namespace
 
 void CpuBackend::KvWrite(const KvLayerView& kv, const Tensor& k, const Tensor& v,
@@ -81,7 +184,7 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
   CHECK(kv.k_width == static_cast<int64_t>(n_head_kv) * head_dim && kv.v_width == kv.k_width);
   CHECK(out->cols() == q.cols());
   const int group = n_head / n_head_kv;
-  // Parallelise only when a (row, head) item list holds enough work to pay for a wake-up.
+  // Parallelise only when the work pays for a wake-up.
   int64_t work = 0;
   int max_keys = 1;
   for (int64_t r = 0; r < q.rows(); ++r) {
@@ -94,65 +197,71 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
   CHECKF(kv.ring == 0 || kv.ring >= kv.n_ctx || (window > 0 && max_keys <= kv.ring),
          "attention reads {} keys from a ring of {}", max_keys, kv.ring);
   work *= n_head;
-  const int64_t items = q.rows() * n_head;
-  const int64_t grain = work < (1 << 15) ? items : 1;
-  // Per worker: scores, accumulator, up to kValueTile converted keys or values.
+  const bool parallel = work >= (1 << 15);
+  // Row blocks of up to kBlockQueries / group rows, each of consecutive positions of one
+  // sequence (so the keys the block reads form one range and every key in it is needed).
+  const int64_t block_rows = std::max(1, kBlockQueries / group);
+  attn_blocks_.clear();
+  for (int64_t r = 0; r < q.rows();) {
+    int64_t e = r + 1;
+    while (e < q.rows() && e - r < block_rows && rows.seq[e] == rows.seq[r] &&
+           rows.pos[e] == rows.pos[e - 1] + 1)
+      ++e;
+    attn_blocks_.emplace_back(r, e - r);
+    r = e;
+  }
+  // Few blocks (decode): split each block's heads so every worker gets items.
+  AttentionItems items;
+  items.n_blocks = static_cast<int64_t>(attn_blocks_.size());
+  const int64_t want = parallel ? 2 * static_cast<int64_t>(pool_.size()) : 1;
+  const int64_t unsplit = items.n_blocks * n_head_kv;
+  if (unsplit < want)
+    items.parts = static_cast<int>(std::min<int64_t>(group, CeilDiv(want, unsplit)));
+  items.parts = std::max(items.parts, static_cast<int>(CeilDiv(group, kBlockQueries)));
+  items.heads_per_item = static_cast<int>(CeilDiv(group, items.parts));
+  items.parts = static_cast<int>(CeilDiv(group, items.heads_per_item));
+  const int max_queries = static_cast<int>(std::min<int64_t>(block_rows, q.rows()) *
+                                           std::min(group, items.heads_per_item));
+  // Per worker: each query's scores and accumulator, up to kValueTile converted rows.
   static_assert(kValueTile >= quant::kMaxDotCols);
-  const size_t need = static_cast<size_t>(max_keys) +
-                      static_cast<size_t>(1 + kValueTile) * static_cast<size_t>(head_dim);
+  const size_t need = static_cast<size_t>(max_queries) *
+                          (static_cast<size_t>(max_keys) + static_cast<size_t>(head_dim)) +
+                      static_cast<size_t>(kValueTile) * static_cast<size_t>(head_dim);
   for (auto& s : attn_scratch_)
     if (s.size() < need) s.resize(need);
+  const int64_t per_kv_head = items.n_blocks * items.parts;
   const auto body = [&](int worker, int64_t b, int64_t e) {
-    float* scores = attn_scratch_[static_cast<size_t>(worker)].data();
-    float* acc = scores + max_keys;
-    float* kbuf = acc + head_dim;  // kValueTile rows of head_dim: converted keys, then values
+    float* scratch = attn_scratch_[static_cast<size_t>(worker)].data();
     for (int64_t i = b; i < e; ++i) {
-      const int64_t r = i / n_head;
-      const int h = static_cast<int>(i % n_head);
-      const int64_t col = static_cast<int64_t>(h / group) * head_dim;
-      const int seq = rows.seq[r];
-      const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;
-      const int p = include_self ? rows.pos[r] : rows.pos[r] - 1;  // last key read
-      CHECK(p >= lo);
-      const float* qh = q.row(r) + static_cast<int64_t>(h) * head_dim;
-      const int n_keys = p - lo + 1;
-      // Scores four keys at a time (four dot chains in flight), each in DotF32's order.
-      for (int t0 = lo; t0 <= p; t0 += quant::kMaxDotCols) {
-        const int nk = std::min(quant::kMaxDotCols, p - t0 + 1);
-        const float* ks[quant::kMaxDotCols];
-        for (int c = 0; c < nk; ++c) {
-          const int64_t row = kv.Row(seq, t0 + c);
-          CHECK(row >= 0);
-          ks[c] = HeadF32(kv.k, kv.type_k, kv.k_width, row, col, head_dim,
-                          kbuf + static_cast<int64_t>(c) * head_dim);
-        }
-        quant::DotF32Cols(ks, nk, qh, head_dim, &scores[t0 - lo]);
+      // Items run KV head by KV head: a worker's consecutive items read the same keys and
+      // values, which then stay in its cache.
+      const int kv_head = static_cast<int>(i / per_kv_head);
+      const int64_t in_head = i % per_kv_head;
+      const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(in_head / items.parts)];
+      const int h0 = static_cast<int>(in_head % items.parts) * items.heads_per_item;
+      const int nh = std::min(items.heads_per_item, group - h0);
+      AttentionQueries qs;
+      qs.n = static_cast<int>(n_rows) * nh;
+      for (int j = 0; j < qs.n; ++j) {
+        const int64_t r = first + j / nh;
+        const int h = kv_head * group + h0 + j % nh;
+        qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;
+        qs.last[j] = include_self ? rows.pos[r] : rows.pos[r] - 1;
+        CHECK(qs.last[j] >= qs.lo[j]);
+        qs.q[j] = q.row(r) + static_cast<int64_t>(h) * head_dim;
+        qs.scores[j] = scratch + static_cast<int64_t>(j) * max_keys;
+        qs.acc[j] = scratch + static_cast<int64_t>(max_queries) * max_keys +
+                    static_cast<int64_t>(j) * head_dim;
+        qs.out[j] = out->row(r) + static_cast<int64_t>(h) * head_dim;
       }
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int j = 0; j < n_keys; ++j) mx = std::max(mx, scores[j]);
-      float sum = 0.0f;
-      for (int j = 0; j < n_keys; ++j) {
-        scores[j] = std::exp(scores[j] - mx);
-        sum += scores[j];
-      }
-      // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sum stays in
-      // registers across a tile; the order per element is the same).
-      std::fill(acc, acc + head_dim, 0.0f);
-      for (int t0 = lo; t0 <= p; t0 += kValueTile) {
-        const int nv = std::min(kValueTile, p - t0 + 1);
-        const float* vs[kValueTile];
-        for (int c = 0; c < nv; ++c)
-          vs[c] = HeadF32(kv.v, kv.type_v, kv.v_width, kv.Row(seq, t0 + c), col, head_dim,
-                          kbuf + static_cast<int64_t>(c) * head_dim);
-        quant::AddWeightedRows(vs, &scores[t0 - lo], nv, head_dim, acc);
-      }
-      float* o = out->row(r) + static_cast<int64_t>(h) * head_dim;
-      const float inv = 1.0f / sum;
-      for (int d = 0; d < head_dim; ++d) o[d] = acc[d] * inv;
+      float* rows_buf = scratch + static_cast<int64_t>(max_queries) * (max_keys + head_dim);
+      AttendBlock(kv, rows.seq[first], static_cast<int64_t>(kv_head) * head_dim, head_dim, qs,
+                  rows_buf);
     }
   };
   // A reference_wrapper fits std::function's inline storage: no allocation per call.
-  pool_.ParallelForWorker(items, grain, body);
+  const int64_t n_items = per_kv_head * n_head_kv;
+  pool_.ParallelForWorker(n_items, parallel ? 1 : n_items, body);
 }
 
 }  // namespace lockstep::backend

@@ -126,6 +126,8 @@ class CpuBackend : public Backend {
   // calling thread before a parallel pass or by its own worker.
   // Attention scratch per pool worker (scores, accumulator, converted keys and values).
   std::vector<std::vector<float>> attn_scratch_;
+  // Attention's row blocks: (first row, rows) of consecutive positions of one sequence.
+  std::vector<std::pair<int64_t, int64_t>> attn_blocks_;
   std::vector<WorkerScratch> worker_;                // by pool worker index
   std::vector<PreparedSet> prepared_;                // prepared activation sets
   int64_t widest_ = 0;                               // widest matmul activation row seen
