@@ -435,7 +435,9 @@ TEST_F(CudaOps, AttentionTilesEveryHeadShape) {
 }
 
 // Mixture of experts (fused gate/up, per-expert scale): close to the CPU with F32 experts, and
-// each row's bits the same alone as in the batch, for a quantized expert format too.
+// each row's bits the same alone as in the batch, for quantized expert formats too (Q4_K gate/up
+// and Q8_0 down: the batch's 28 tasks take the grouped tensor-core path, whose expert tile table
+// the gate/up matmul builds and the down matmul reuses).
 TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
   const int64_t d = 256, n_ff = 64, n_expert = 16, rows = 7;  // d: one Q4_K block
   const int n_used = 4;
@@ -443,7 +445,8 @@ TEST_F(CudaOps, MoeIsAccurateAndRowInvariant) {
     SCOPED_TRACE(std::string(Name(type)));
     HostWeight gate, down;
     ASSERT_TRUE(MakeWeight(type, d, 2 * n_ff * n_expert, 300, &gate));
-    ASSERT_TRUE(MakeWeight(DType::F32, n_ff, d * n_expert, 400, &down));
+    const DType down_type = type == DType::F32 ? DType::F32 : DType::Q8_0;
+    ASSERT_TRUE(MakeWeight(down_type, n_ff, d * n_expert, 400, &down));
     gate.view.ne = {d, 2 * n_ff, n_expert};
     down.view.ne = {n_ff, d, n_expert};
     const auto scale_v = testing::GaussianRow(n_expert, 5);

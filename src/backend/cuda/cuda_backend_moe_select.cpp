@@ -3,6 +3,8 @@
 // sample::Select on the host, the same function the CPU backend runs).
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "backend/cuda/common.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/elementwise.h"
@@ -38,11 +40,12 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
                  down_scale ? static_cast<const float*>(down_scale->data) : nullptr, experts,
                  weights, stream);
   // Gate and up projections of every (row, chosen expert) task: [tasks, 2 n_ff], gate first.
-  // Tasks of many rows on the integer path share one expert tile table per matmul.
+  // Tasks of many rows on the integer path share one expert tile table, built once.
   // The experts' input rows quantized once for the gate and up projections (or taken from the
   // quantized copy its norm made).
   ActRows xq_rows{};
   DType xq_type = DType::F32;
+  bool tiles_built = false;  // the first grouped matmul builds the table the others read
   const auto expert_matmul = [&](const Weight& w, int64_t k, int64_t n_out, const float* in,
                                  int64_t x_div, float* out_rows) {
     GatheredMatMul m{w.type,
@@ -61,6 +64,7 @@ void CudaBackend::MoeFfn(const Tensor& x, const Tensor& router_logits, const Wei
     if (HasIntegerPath(w.type) && tasks >= kMmaMinRows) {
       m.n_expert = n_expert;
       m.tiles = Scratch(kMoeTiles, ExpertTileBytes(tasks, n_expert));
+      m.tiles_ready = std::exchange(tiles_built, true);
     }
     if (in == x.data() && HasIntegerPath(w.type) && rows > 0) {
       if (xq_type == DType::F32 || IntActivationBlock(xq_type) != IntActivationBlock(w.type))

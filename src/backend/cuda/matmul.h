@@ -51,6 +51,9 @@ struct GatheredMatMul {
   // expert; without them each task reads its weights alone (same bits).
   int n_expert = 0;
   void* tiles = nullptr;
+  // `tiles` already holds the table of these tasks (an earlier matmul of the same experts and
+  // tasks built it): the launch reads it instead of building it again.
+  bool tiles_ready = false;
   // Integer-path types: the x rows already quantized for this type's activation block (then
   // `act` is not used), or null.
   const ActRows* xq = nullptr;

@@ -353,13 +353,15 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
   int32_t* tile_start = tile_expert + max_tiles;
   int32_t* tile_count = tile_start + max_tiles;
   int32_t* counts = tile_count + max_tiles;
-  const auto table_blocks = static_cast<unsigned>(CeilDiv(n_expert, kTableWarps));
-  ExpertCountKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(m.experts, m.tasks, n_expert,
-                                                                      counts);
-  LS_CUDA_LAUNCHED();
-  ExpertPlaceKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(
-      m.experts, m.tasks, n_expert, max_tiles, counts, perm, tile_expert, tile_start, tile_count);
-  LS_CUDA_LAUNCHED();
+  if (!m.tiles_ready) {
+    const auto table_blocks = static_cast<unsigned>(CeilDiv(n_expert, kTableWarps));
+    ExpertCountKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(m.experts, m.tasks,
+                                                                        n_expert, counts);
+    LS_CUDA_LAUNCHED();
+    ExpertPlaceKernel<<<table_blocks, kTableWarps * kWarp, 0, stream>>>(
+        m.experts, m.tasks, n_expert, max_tiles, counts, perm, tile_expert, tile_start, tile_count);
+    LS_CUDA_LAUNCHED();
+  }
   const MmaRows map{perm, tile_expert, tile_start, tile_count, m.rows_per_expert, m.x_div, m.tasks};
   const auto n_tiles = static_cast<unsigned>(max_tiles);
   if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
