@@ -97,16 +97,20 @@ void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, f
       }
     }
   }
+  // Each half's columns stored with a lane mask (a copy loop here became a memcpy call per
+  // row and group: 5% of an AVX2 prefill).
+  __m256i mask[2];
+  for (int h = 0; h < halves; ++h)
+    mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_cols - 8 * h),
+                                 _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    alignas(32) float sums[16];
     for (int h = 0; h < halves; ++h) {
       const __m256* a = acc[r][h];
       const __m256 s0 = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[1], a[5]));
       const __m256 s1 = _mm256_add_ps(_mm256_add_ps(a[2], a[6]), _mm256_add_ps(a[3], a[7]));
-      _mm256_store_ps(sums + 8 * h, _mm256_add_ps(s0, s1));
+      _mm256_maskstore_ps(out + r * out_stride + 8 * h, mask[h], _mm256_add_ps(s0, s1));
     }
-    for (int c = 0; c < n_cols; ++c) out[r * out_stride + c] = sums[c];
   }
 }
 
