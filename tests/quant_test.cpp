@@ -247,6 +247,36 @@ TEST(QuantDot, F32ColsEqualDotF32BitForBit) {
   }
 }
 
+// DotF32Block (attention scores of a block of queries against four shared keys) equals DotF32
+// bit for bit on every level this CPU runs, for 1-4 queries and tails of every length mod 8.
+TEST(QuantDot, F32BlockEqualsDotF32BitForBit) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512}) {
+    if (!CpuHasIsa(isa)) continue;
+    SCOPED_TRACE(std::string(IsaName(isa)));
+    for (int64_t n : {5, 64, 130, 256, 1003}) {
+      std::vector<std::vector<float>> keys, queries;
+      const float *kp[kMaxDotCols], *qp[kMaxDotQueries];
+      for (int c = 0; c < kMaxDotCols; ++c) {
+        keys.push_back(testing::GaussianRow(n, 800 + c));
+        kp[c] = keys.back().data();
+      }
+      for (int q = 0; q < kMaxDotQueries; ++q) {
+        queries.push_back(testing::GaussianRow(n, 900 + q));
+        qp[q] = queries.back().data();
+      }
+      for (int nq = 1; nq <= kMaxDotQueries; ++nq) {
+        float out[kMaxDotQueries][kMaxDotCols];
+        float* op[kMaxDotQueries] = {out[0], out[1], out[2], out[3]};
+        DotF32BlockIsa(isa, kp, qp, nq, n, op);
+        for (int q = 0; q < nq; ++q)
+          for (int c = 0; c < kMaxDotCols; ++c)
+            ASSERT_EQ(testing::FloatBits(out[q][c]), testing::FloatBits(DotF32(kp[c], qp[q], n)))
+                << "n=" << n << " queries=" << nq << " q=" << q << " c=" << c;
+      }
+    }
+  }
+}
+
 // AddWeightedRows against the scalar loop it defines (each product rounded, added in row
 // order), on every level this CPU runs, for lengths around each level's steps (AVX2: 32 and 8;
 // AVX-512: 256, 128, ..., 16 and a masked tail); a fused multiply-add or the rows added in

@@ -230,6 +230,21 @@ void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, fl
   for (int c = 0; c < n_cols; ++c) out[c] = DotF32(a[c], b, n);
 }
 
+void DotF32Block(const float* const* keys, const float* const* queries, int n_queries, int64_t n,
+                 float* const* out) {
+  DotF32BlockIsa(CpuIsa(), keys, queries, n_queries, n, out);
+}
+
+void DotF32BlockIsa(Isa isa, const float* const* keys, const float* const* queries, int n_queries,
+                    int64_t n, float* const* out) {
+  CHECKF(CpuHasIsa(isa), "DotF32Block: this CPU lacks {}", IsaName(isa));
+  CHECKF(n_queries >= 1 && n_queries <= kMaxDotQueries, "DotF32Block: {} queries", n_queries);
+  if (isa == Isa::kAvx512) return detail::DotF32BlockAvx512(keys, queries, n_queries, n, out);
+  if (isa == Isa::kAvx2) return detail::DotF32BlockAvx2(keys, queries, n_queries, n, out);
+  for (int q = 0; q < n_queries; ++q)
+    for (int c = 0; c < kMaxDotCols; ++c) out[q][c] = DotF32(keys[c], queries[q], n);
+}
+
 void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc) {
   AddWeightedRowsIsa(CpuIsa(), rows, w, n_rows, n, acc);
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "quant/dot_extra.h"
+#include "quant/dot_f32_block_x86.h"
 #include "quant/dot_x86.h"
 
 namespace lockstep::quant::detail {
@@ -252,6 +253,13 @@ void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n
     default:
       return FloatCols<4, 4>(w, b, n, out);
   }
+}
+
+void DotF32BlockAvx2(const float* const* keys, const float* const* queries, int n_queries,
+                     int64_t n, float* const* out) {
+  int q = 0;  // two queries a pass: 8 sums in flight in the 16 ymm registers
+  for (; q + 2 <= n_queries; q += 2) F32KeysBlock<2>(keys, queries + q, n, out + q);
+  if (q < n_queries) F32KeysBlock<1>(keys, queries + q, n, out + q);
 }
 
 void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,

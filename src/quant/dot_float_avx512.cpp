@@ -1,7 +1,9 @@
-// Attention's weighted sum of value rows on AVX-512: up to 256 accumulator elements stay in
-// registers while every value row of the call streams through once, in row order.
+// Attention's float kernels on AVX-512: scores of up to four queries against four keys (ymm
+// registers 16-31 hold the extra sums), and the weighted sum of value rows with up to 256
+// accumulator elements in registers while every value row streams through once, in row order.
 #include <immintrin.h>
 
+#include "quant/dot_f32_block_x86.h"
 #include "quant/dot_internal.h"
 
 namespace lockstep::quant::detail {
@@ -36,6 +38,21 @@ void AddRowsMasked(const float* const* rows, const float* w, int n_rows, int64_t
 }
 
 }  // namespace
+
+void DotF32BlockAvx512(const float* const* keys, const float* const* queries, int n_queries,
+                       int64_t n, float* const* out) {
+  // Up to four queries a pass: 16 sums in flight in 32 ymm registers.
+  switch (n_queries) {
+    case 1:
+      return F32KeysBlock<1>(keys, queries, n, out);
+    case 2:
+      return F32KeysBlock<2>(keys, queries, n, out);
+    case 3:
+      return F32KeysBlock<3>(keys, queries, n, out);
+    default:
+      return F32KeysBlock<4>(keys, queries, n, out);
+  }
+}
 
 void AddWeightedRowsAvx512(const float* const* rows, const float* w, int n_rows, int64_t n,
                            float* acc) {

@@ -74,6 +74,11 @@ void Avx2PackGroup(const uint8_t* rows, const int32_t* row_offset, const PackLay
                    int64_t nb, uint8_t* dst);
 // DotF32Cols on AVX2 (dot_avx2.cpp).
 void DotF32ColsAvx2(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
+// DotF32Block on AVX2 (dot_avx2.cpp) and AVX-512 (dot_float_avx512.cpp).
+void DotF32BlockAvx2(const float* const* keys, const float* const* queries, int n_queries,
+                     int64_t n, float* const* out);
+void DotF32BlockAvx512(const float* const* keys, const float* const* queries, int n_queries,
+                       int64_t n, float* const* out);
 // AddWeightedRows on AVX2 (dot_avx2.cpp): the accumulator stays in registers across the rows.
 void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
                          float* acc);

@@ -85,6 +85,15 @@ float DotF32(const float* a, const float* b, int64_t n);
 // out[c] = DotF32(a[c], b, n) for c < n_cols (1..kMaxDotCols), bit for bit, with the best
 // kernel this CPU has (attention scores: several keys against one query).
 void DotF32Cols(const float* const* a, int n_cols, const float* b, int64_t n, float* out);
+// Scores of several queries that all read the same kMaxDotCols keys (attention's blocks of
+// queries): out[q][c] = DotF32(keys[c], queries[q], n) for c < kMaxDotCols and q < n_queries
+// (1..kMaxDotQueries), bit for bit; each key is loaded once for all queries.
+inline constexpr int kMaxDotQueries = 4;
+void DotF32Block(const float* const* keys, const float* const* queries, int n_queries, int64_t n,
+                 float* const* out);
+// DotF32Block with the kernel of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
+void DotF32BlockIsa(Isa isa, const float* const* keys, const float* const* queries, int n_queries,
+                    int64_t n, float* const* out);
 // acc[i] = (...((acc[i] + w[0] * rows[0][i]) + w[1] * rows[1][i]) ...) + w[n_rows-1] *
 // rows[n_rows-1][i] for i < n: each product rounded, then added in row order (no fused
 // multiply-add), the same bits on every level (attention's weighted sum of value rows).

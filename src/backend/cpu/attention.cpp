@@ -120,11 +120,23 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
     const int nk = std::min(quant::kMaxDotCols, end - t0);
     const float* ks[quant::kMaxDotCols];
     fetch(kv.k, kv.type_k, kv.k_width, t0, nk, ks);
+    // Queries that read all four keys go through DotF32Block together (the keys loaded once);
+    // the others (the block's edges) alone. The same bits either way.
+    const float* whole_q[kBlockQueries];
+    float* whole_out[kBlockQueries];
+    int n_whole = 0;
     for (int j = 0; j < qs.n; ++j) {
       const auto [a, z] = span(j, t0, nk);
-      if (a < z)
+      if (a == t0 && z - a == quant::kMaxDotCols) {
+        whole_q[n_whole] = qs.q[j];
+        whole_out[n_whole++] = qs.scores[j] + (a - qs.lo[j]);
+      } else if (a < z) {
         quant::DotF32Cols(ks + (a - t0), z - a, qs.q[j], head_dim, qs.scores[j] + (a - qs.lo[j]));
+      }
     }
+    for (int w = 0; w < n_whole; w += quant::kMaxDotQueries)
+      quant::DotF32Block(ks, whole_q + w, std::min(quant::kMaxDotQueries, n_whole - w), head_dim,
+                         whole_out + w);
   }
   float sum[kBlockQueries];
   for (int j = 0; j < qs.n; ++j) {
