@@ -273,6 +273,18 @@ TEST(QuantDot, F32BlockEqualsDotF32BitForBit) {
             ASSERT_EQ(testing::FloatBits(out[q][c]), testing::FloatBits(DotF32(kp[c], qp[q], n)))
                 << "n=" << n << " queries=" << nq << " q=" << q << " c=" << c;
       }
+      // Negative control: one sequential fused sum per pair (another order) differs somewhere,
+      // so the comparison above sees the order.
+      int differ = 0;
+      for (int q = 0; q < kMaxDotQueries; ++q)
+        for (int c = 0; c < kMaxDotCols; ++c) {
+          float seq = 0.0f;
+          for (int64_t i = 0; i < n; ++i) seq = std::fma(kp[c][i], qp[q][i], seq);
+          differ += testing::FloatBits(seq) != testing::FloatBits(DotF32(kp[c], qp[q], n));
+        }
+      if (n >= 256) {
+        EXPECT_GT(differ, 0) << "n=" << n;
+      }
     }
   }
 }

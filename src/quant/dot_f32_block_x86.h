@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "quant/dot_internal.h"
+
 namespace lockstep::quant::detail {
 // Header-local (internal linkage): each translation unit compiles its own copy for its level.
 namespace {
@@ -31,12 +33,10 @@ void F32KeysBlock(const float* const* keys, const float* const* queries, int64_t
   }
   for (int q = 0; q < kQ; ++q) {
     for (int c = 0; c < kKeys; ++c) {
-      float lanes[8];
-      _mm256_storeu_ps(lanes, acc[q][c]);
-      for (int64_t j = i, l = 0; j < n; ++j, ++l) lanes[l] += keys[c][j] * queries[q][j];
-      const float s0 = (lanes[0] + lanes[4]) + (lanes[1] + lanes[5]);
-      const float s1 = (lanes[2] + lanes[6]) + (lanes[3] + lanes[7]);
-      out[q][c] = s0 + s1;
+      Acc8 lanes;  // the tail goes to lanes 0.., then DotF32's tree
+      _mm256_storeu_ps(lanes.a, acc[q][c]);
+      for (int64_t j = i; j < n; ++j) lanes.Add(j - i, keys[c][j] * queries[q][j]);
+      out[q][c] = lanes.Sum();
     }
   }
 }

@@ -55,16 +55,6 @@ bool CacheType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// A work item of Attention: the queries of one KV head over a block of rows (consecutive
-// positions of one sequence) and a range of the heads that share that KV head. Its queries read
-// the same keys and values, so each key or value row is converted and brought into the cache
-// once for all of them; every query still gets exactly the arithmetic it gets alone.
-struct AttentionItems {
-  int64_t n_blocks = 0;    // row blocks
-  int heads_per_item = 1;  // of the `group` heads of a KV head
-  int parts = 1;           // head ranges a block is split into
-};
-
 // Softmax weights below e^-80 (relative to the largest, which is exactly 1) are taken as 0.
 // Their products with value elements would often be subnormal floats, which cost x86 cores a
 // microcode assist each (a tenth of a 512-token prefill on random weights); dropped, they change
@@ -222,18 +212,21 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
     attn_blocks_.emplace_back(r, e - r);
     r = e;
   }
-  // Few blocks (decode): split each block's heads so every worker gets items.
-  AttentionItems items;
-  items.n_blocks = static_cast<int64_t>(attn_blocks_.size());
+  // A work item: one KV head, one row block and `heads_per_item` of the heads sharing that KV
+  // head (a block's heads split into `parts`). Its queries read the same keys and values, so
+  // each key or value row is converted and brought into the cache once for all of them. A
+  // block's heads are split when they exceed kBlockQueries, or when there are too few blocks
+  // (decode) to give each worker two items.
+  const int64_t n_blocks = static_cast<int64_t>(attn_blocks_.size());
   const int64_t want = parallel ? 2 * static_cast<int64_t>(pool_.size()) : 1;
-  const int64_t unsplit = items.n_blocks * n_head_kv;
-  if (unsplit < want)
-    items.parts = static_cast<int>(std::min<int64_t>(group, CeilDiv(want, unsplit)));
-  items.parts = std::max(items.parts, static_cast<int>(CeilDiv(group, kBlockQueries)));
-  items.heads_per_item = static_cast<int>(CeilDiv(group, items.parts));
-  items.parts = static_cast<int>(CeilDiv(group, items.heads_per_item));
-  const int max_queries = static_cast<int>(std::min<int64_t>(block_rows, q.rows()) *
-                                           std::min(group, items.heads_per_item));
+  int parts = static_cast<int>(CeilDiv(group, kBlockQueries));
+  if (n_blocks * n_head_kv < want)
+    parts = std::max(
+        parts, static_cast<int>(std::min<int64_t>(group, CeilDiv(want, n_blocks * n_head_kv))));
+  const int heads_per_item = static_cast<int>(CeilDiv(group, parts));
+  parts = static_cast<int>(CeilDiv(group, heads_per_item));
+  const int max_queries =
+      static_cast<int>(std::min<int64_t>(block_rows, q.rows())) * heads_per_item;
   // Per worker: each query's scores and accumulator, up to kValueTile converted rows.
   static_assert(kValueTile >= quant::kMaxDotCols);
   const size_t need = static_cast<size_t>(max_queries) *
@@ -241,7 +234,7 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
                       static_cast<size_t>(kValueTile) * static_cast<size_t>(head_dim);
   for (auto& s : attn_scratch_)
     if (s.size() < need) s.resize(need);
-  const int64_t per_kv_head = items.n_blocks * items.parts;
+  const int64_t per_kv_head = n_blocks * parts;
   const auto body = [&](int worker, int64_t b, int64_t e) {
     float* scratch = attn_scratch_[static_cast<size_t>(worker)].data();
     for (int64_t i = b; i < e; ++i) {
@@ -249,9 +242,9 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
       // values, which then stay in its cache.
       const int kv_head = static_cast<int>(i / per_kv_head);
       const int64_t in_head = i % per_kv_head;
-      const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(in_head / items.parts)];
-      const int h0 = static_cast<int>(in_head % items.parts) * items.heads_per_item;
-      const int nh = std::min(items.heads_per_item, group - h0);
+      const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(in_head / parts)];
+      const int h0 = static_cast<int>(in_head % parts) * heads_per_item;
+      const int nh = std::min(heads_per_item, group - h0);
       AttentionQueries qs;
       qs.n = static_cast<int>(n_rows) * nh;
       for (int j = 0; j < qs.n; ++j) {
