@@ -2,9 +2,12 @@
 // and a pure function of its input (the negative control shows the accuracy check can fail).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "backend/activations.h"
@@ -75,7 +78,7 @@ std::vector<float> RowInputs() {
     x.insert(x.end(), {v, -v});
   const float inf = std::numeric_limits<float>::infinity();
   x.insert(x.end(), {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
-  while (x.size() % 4 != 3) x.push_back(0.5f);  // leaves a tail for the scalar loop
+  while (x.size() % 8 != 7) x.push_back(0.5f);  // tails for the AVX2 and scalar loops
   return x;
 }
 
@@ -83,18 +86,16 @@ bool SameBits(float a, float b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
-// The rows (AVX2 where the CPU has it) equal GeluTanh(g) * u and cap * Tanh(x / cap) bit for bit;
-// a GELU with its cubic term fused (std::fma) differs somewhere (negative control).
-TEST(ActivationRows, EqualTheScalarFunctionsBitForBit) {
-  if (!quant::CpuHasIsa(quant::Isa::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU (scalar only)";
-  const std::vector<float> x = RowInputs();
+// The rows at every level the CPU runs equal GeluTanh(g) * u and cap * Tanh(x / cap) bit for
+// bit, on the sweep (lanes mostly on one side of Tanh's 0.125 switch) and on the same values
+// shuffled (lanes on both sides); a GELU with its cubic term fused (std::fma) differs somewhere
+// (negative control).
+void CheckRows(quant::Isa isa, const std::vector<float>& x) {
   std::vector<float> up(x.size()), out(x.size()), capped(x.size());
   for (size_t i = 0; i < x.size(); ++i) up[i] = 1.0f + static_cast<float>(i % 7) * 0.25f;
   const int64_t n = static_cast<int64_t>(x.size());
-  detail::GeluMulRowAvx2(x.data(), up.data(), out.data(), n / 4 * 4);
-  detail::SoftcapRowAvx2(x.data(), 30.0f, capped.data(), n / 4 * 4);
-  GeluMulRow(x.data() + n / 4 * 4, up.data() + n / 4 * 4, out.data() + n / 4 * 4, n % 4);
-  SoftcapRow(x.data() + n / 4 * 4, 30.0f, capped.data() + n / 4 * 4, n % 4);
+  GeluMulRowIsa(isa, x.data(), up.data(), out.data(), n);
+  SoftcapRowIsa(isa, x.data(), 30.0f, capped.data(), n);
   int fused_differs = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     ASSERT_TRUE(SameBits(out[i], GeluTanh(x[i]) * up[i])) << "gelu x=" << x[i];
@@ -105,6 +106,18 @@ TEST(ActivationRows, EqualTheScalarFunctionsBitForBit) {
     fused_differs += !SameBits(fused, out[i]) && !std::isnan(out[i]);
   }
   EXPECT_GT(fused_differs, 0);
+}
+
+TEST(ActivationRows, EqualTheScalarFunctionsBitForBit) {
+  std::vector<float> x = RowInputs();
+  std::vector<float> shuffled = x;
+  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
+  for (quant::Isa isa : {quant::Isa::kPortable, quant::Isa::kAvx2, quant::Isa::kAvx512}) {
+    if (!quant::CpuHasIsa(isa)) continue;
+    SCOPED_TRACE(std::string(quant::IsaName(isa)));
+    CheckRows(isa, x);
+    CheckRows(isa, shuffled);
+  }
 }
 
 }  // namespace

@@ -33,9 +33,10 @@ void QuantizeQ8Block(const float* x, int n, float* d_out, int8_t* q) {
   *d_out = d;
 }
 
-void PrepareQ8x32(const float* x, int64_t n, std::vector<uint8_t>* out) {
+void PrepareQ8x32(Isa isa, const float* x, int64_t n, std::vector<uint8_t>* out) {
   CHECKF(n % 32 == 0, "PrepareRow: {} elements is not a multiple of 32", n);
   out->resize(static_cast<size_t>(n / 32) * detail::kQ8x32Bytes);
+  if (isa >= Isa::kAvx2) return detail::PrepareQ8x32Avx2(x, n / 32, out->data());
   for (int64_t b = 0; b < n / 32; ++b) {
     uint8_t* blk = out->data() + b * detail::kQ8x32Bytes;
     float d;
@@ -44,9 +45,10 @@ void PrepareQ8x32(const float* x, int64_t n, std::vector<uint8_t>* out) {
   }
 }
 
-void PrepareQ8x256(const float* x, int64_t n, std::vector<uint8_t>* out) {
+void PrepareQ8x256(Isa isa, const float* x, int64_t n, std::vector<uint8_t>* out) {
   CHECKF(n % 256 == 0, "PrepareRow: {} elements is not a multiple of 256", n);
   out->resize(static_cast<size_t>(n / 256) * detail::kQ8x256Bytes);
+  if (isa >= Isa::kAvx2) return detail::PrepareQ8x256Avx2(x, n / 256, out->data());
   for (int64_t b = 0; b < n / 256; ++b) {
     uint8_t* blk = out->data() + b * detail::kQ8x256Bytes;
     auto* q = reinterpret_cast<int8_t*>(blk + 4);
@@ -69,25 +71,34 @@ float GenericDot(const void* w_row, const PreparedRow& x) {
   return DotF32(w.data(), x.f32.data(), x.n);
 }
 
-}  // namespace
-
-void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
+void PrepareRowAt(Isa isa, DType wtype, const float* x, int64_t n, PreparedRow* out) {
   out->wtype = wtype;
   out->n = n;
   switch (detail::ActivationFormat(wtype)) {
     case detail::ActFormat::kQ8x32:
       out->f32.clear();
-      PrepareQ8x32(x, n, &out->q);
+      PrepareQ8x32(isa, x, n, &out->q);
       return;
     case detail::ActFormat::kQ8x256:
       out->f32.clear();
-      PrepareQ8x256(x, n, &out->q);
+      PrepareQ8x256(isa, x, n, &out->q);
       return;
     case detail::ActFormat::kF32:
       out->q.clear();
       out->f32.assign(x, x + n);
       return;
   }
+}
+
+}  // namespace
+
+void PrepareRow(DType wtype, const float* x, int64_t n, PreparedRow* out) {
+  PrepareRowAt(CpuIsa(), wtype, x, n, out);
+}
+
+void PrepareRowIsa(Isa isa, DType wtype, const float* x, int64_t n, PreparedRow* out) {
+  CHECKF(CpuHasIsa(isa), "PrepareRow: this CPU lacks {}", IsaName(isa));
+  PrepareRowAt(isa, wtype, x, n, out);
 }
 
 namespace {

@@ -21,6 +21,10 @@ enum class ActFormat { kF32, kQ8x32, kQ8x256 };
 constexpr int kQ8x32Bytes = 36;
 constexpr int kQ8x256Bytes = 292;
 
+// AVX2 quantization of whole blocks (prepare_avx2.cpp): the portable code's bytes.
+void PrepareQ8x32Avx2(const float* x, int64_t n_blocks, uint8_t* out);
+void PrepareQ8x256Avx2(const float* x, int64_t n_blocks, uint8_t* out);
+
 // The activation format DotRow's fast path wants for weights of type `t` (kF32: generic).
 ActFormat ActivationFormat(DType t);
 

@@ -77,15 +77,15 @@ struct Q45K {
       }
       for (int r = 0; r < R; ++r) {
         const uint8_t* x = xb[r] + 4 + 64 * p;
-        __m512i e0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], Bcast(x));
-        __m512i e1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], Bcast(x + 4));
-        __m512i o0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[0], Bcast(x + 32));
-        __m512i o1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[1], Bcast(x + 36));
+        __m512i e0 = DotBcast(_mm512_setzero_si512(), lo[0], x);
+        __m512i e1 = DotBcast(_mm512_setzero_si512(), lo[1], x + 4);
+        __m512i o0 = DotBcast(_mm512_setzero_si512(), hi[0], x + 32);
+        __m512i o1 = DotBcast(_mm512_setzero_si512(), hi[1], x + 36);
         for (int i = 2; i < 8; i += 2) {
-          e0 = _mm512_dpbusd_epi32(e0, lo[i], Bcast(x + 4 * i));
-          e1 = _mm512_dpbusd_epi32(e1, lo[i + 1], Bcast(x + 4 * i + 4));
-          o0 = _mm512_dpbusd_epi32(o0, hi[i], Bcast(x + 32 + 4 * i));
-          o1 = _mm512_dpbusd_epi32(o1, hi[i + 1], Bcast(x + 36 + 4 * i));
+          e0 = DotBcast(e0, lo[i], x + 4 * i);
+          e1 = DotBcast(e1, lo[i + 1], x + 4 * i + 4);
+          o0 = DotBcast(o0, hi[i], x + 32 + 4 * i);
+          o1 = DotBcast(o1, hi[i + 1], x + 36 + 4 * i);
         }
         isum[r] = _mm512_add_epi32(
             isum[r],
@@ -164,8 +164,8 @@ struct Q6K {
                                       _mm512_and_si512(_mm512_srli_epi32(hb, 2), m30), 0xCA)};
         for (int r = 0; r < R; ++r)
           for (int k = 0; k < 4; ++k)
-            s[r][2 * k + i / 4] = _mm512_dpbusd_epi32(s[r][2 * k + i / 4], q[k],
-                                                      Bcast(xb[r] + 4 + 128 * h + 32 * k + 4 * i));
+            s[r][2 * k + i / 4] =
+                DotBcast(s[r][2 * k + i / 4], q[k], xb[r] + 4 + 128 * h + 32 * k + 4 * i);
       }
       for (int r = 0; r < R; ++r)
         for (int j = 0; j < 8; ++j)
@@ -197,11 +197,11 @@ struct Q6K {
         }
         for (int r = 0; r < R; ++r) {
           const uint8_t* x = xb[r] + 4 + 128 * h + 32 * k;
-          __m512i sa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[0], Bcast(x));
-          __m512i sb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[4], Bcast(x + 16));
+          __m512i sa = DotBcast(_mm512_setzero_si512(), q[0], x);
+          __m512i sb = DotBcast(_mm512_setzero_si512(), q[4], x + 16);
           for (int i = 1; i < 4; ++i) {
-            sa = _mm512_dpbusd_epi32(sa, q[i], Bcast(x + 4 * i));
-            sb = _mm512_dpbusd_epi32(sb, q[4 + i], Bcast(x + 16 + 4 * i));
+            sa = DotBcast(sa, q[i], x + 4 * i);
+            sb = DotBcast(sb, q[4 + i], x + 16 + 4 * i);
           }
           isum[r] = _mm512_add_epi32(
               isum[r], _mm512_add_epi32(_mm512_mullo_epi32(sa, sc[8 * h + 2 * k]),

@@ -57,6 +57,9 @@ Isa CpuIsa();  // the best level this CPU runs
 // The level whose kernel runs for `t` when `isa` is asked for (levels without a kernel of their
 // own for a type fall back to the level below).
 Isa KernelIsa(Isa isa, DType t);
+// PrepareRow with the code of level `isa` (CpuHasIsa(isa) must hold): the same bytes at every
+// level; tests compare levels.
+void PrepareRowIsa(Isa isa, DType wtype, const float* x, int64_t n, PreparedRow* out);
 // DotCols with the kernels of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
 void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out);
 

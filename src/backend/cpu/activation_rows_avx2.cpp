@@ -8,13 +8,8 @@
 namespace lockstep::backend::detail {
 namespace {
 
-// Tanh of four floats (see Tanh in backend/activations.h for the method and constants).
-__m128 Tanh4(__m128 x) {
-  const __m128 sign_mask = _mm_set1_ps(-0.0f);
-  const __m128 ax = _mm_andnot_ps(sign_mask, x);
-  // ax < 10 ? ax : 10 (a NaN compares false and becomes 10, as in the scalar code).
-  const __m128 lt10 = _mm_cmp_ps(ax, _mm_set1_ps(10.0f), _CMP_LT_OQ);
-  const __m256d a = _mm256_cvtps_pd(_mm_blendv_ps(_mm_set1_ps(10.0f), ax, lt10));
+// 1 - 2 / (e^y + 1) for y = 2a (a <= 10): the scalar code's reduction, polynomial and 2^k.
+__m256d TanhLarge(__m256d a) {
   const __m256d y = _mm256_add_pd(a, a);
   // static_cast<int>(y * log2(e) + 0.5): truncation toward zero.
   const __m128i k = _mm256_cvttpd_epi32(
@@ -32,17 +27,38 @@ __m128 Tanh4(__m128 x) {
   const __m128i bits = _mm_slli_epi32(_mm_add_epi32(k, _mm_set1_epi32(127)), 23);
   const __m256d scale = _mm256_cvtps_pd(_mm_castsi128_ps(bits));
   const __m256d one = _mm256_set1_pd(1.0);
-  const __m256d big = _mm256_sub_pd(
+  return _mm256_sub_pd(
       one, _mm256_div_pd(_mm256_set1_pd(2.0), _mm256_add_pd(_mm256_mul_pd(p, scale), one)));
+}
+
+// a + a^3 s(a^2), the odd series for a < 0.125.
+__m256d TanhSmall(__m256d a) {
   const __m256d a2 = _mm256_mul_pd(a, a);
   const double kOdd[] = {-1382.0 / 155925.0, 62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0};
   __m256d s = _mm256_set1_pd(21844.0 / 6081075.0);
   for (double c : kOdd) s = _mm256_add_pd(_mm256_mul_pd(s, a2), _mm256_set1_pd(c));
-  const __m256d small = _mm256_add_pd(a, _mm256_mul_pd(a, _mm256_mul_pd(a2, s)));
+  return _mm256_add_pd(a, _mm256_mul_pd(a, _mm256_mul_pd(a2, s)));
+}
+
+// Tanh of four floats (see Tanh in backend/activations.h for the method and constants). A side
+// of the final choice that no lane takes is skipped: the lanes' results are the same either way.
+__m128 Tanh4(__m128 x) {
+  const __m128 sign_mask = _mm_set1_ps(-0.0f);
+  const __m128 ax = _mm_andnot_ps(sign_mask, x);
+  // ax < 10 ? ax : 10 (a NaN compares false and becomes 10, as in the scalar code).
+  const __m128 lt10 = _mm_cmp_ps(ax, _mm_set1_ps(10.0f), _CMP_LT_OQ);
+  const __m256d a = _mm256_cvtps_pd(_mm_blendv_ps(_mm_set1_ps(10.0f), ax, lt10));
   const __m256d pick_small = _mm256_cmp_pd(a, _mm256_set1_pd(0.125), _CMP_LT_OQ);
-  const __m128 mag = _mm256_cvtpd_ps(_mm256_blendv_pd(big, small, pick_small));
-  // copysignf(mag, x)
-  return _mm_or_ps(_mm_andnot_ps(sign_mask, mag), _mm_and_ps(sign_mask, x));
+  const int small = _mm256_movemask_pd(pick_small);
+  __m256d mag;
+  if (small == 0)
+    mag = TanhLarge(a);
+  else if (small == 0xF)
+    mag = TanhSmall(a);
+  else
+    mag = _mm256_blendv_pd(TanhLarge(a), TanhSmall(a), pick_small);
+  // copysignf(float(mag), x)
+  return _mm_or_ps(_mm_andnot_ps(sign_mask, _mm256_cvtpd_ps(mag)), _mm_and_ps(sign_mask, x));
 }
 
 }  // namespace

@@ -1,0 +1,91 @@
+// AVX-512 activation rows: backend/activations.h's Tanh and GeluTanh, eight lanes at a time
+// (the double-precision steps in one 512-bit vector), each lane the scalar function's IEEE
+// operations in its order and precision (no FMA: the build forbids contraction, and only
+// separate multiplies and adds are written here). A side of Tanh's final choice that no lane
+// takes is skipped: the lanes' results are the same either way.
+// GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
+// -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include "backend/cpu/activation_rows.h"
+
+namespace lockstep::backend::detail {
+namespace {
+
+// 1 - 2 / (e^y + 1) for y = 2a (a <= 10): the scalar code's reduction, polynomial and 2^k.
+__m512d TanhLarge(__m512d a) {
+  const __m512d y = _mm512_add_pd(a, a);
+  // static_cast<int>(y * log2(e) + 0.5): truncation toward zero.
+  const __m256i k = _mm512_cvttpd_epi32(
+      _mm512_add_pd(_mm512_mul_pd(y, _mm512_set1_pd(1.4426950408889634)), _mm512_set1_pd(0.5)));
+  const __m512d kd = _mm512_cvtepi32_pd(k);
+  const __m512d r =
+      _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(kd, _mm512_set1_pd(6.93147180369123816490e-01))),
+                    _mm512_mul_pd(kd, _mm512_set1_pd(1.90821492927058770002e-10)));
+  const double kPoly[] = {
+      1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+      1.0 / 24.0,      1.0 / 6.0,      0.5,           1.0,          1.0};
+  __m512d p = _mm512_set1_pd(1.0 / 39916800.0);
+  for (double c : kPoly) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(c));
+  // 2^k as a float (exact), widened.
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23);
+  const __m512d scale = _mm512_cvtps_pd(_mm256_castsi256_ps(bits));
+  const __m512d one = _mm512_set1_pd(1.0);
+  return _mm512_sub_pd(
+      one, _mm512_div_pd(_mm512_set1_pd(2.0), _mm512_add_pd(_mm512_mul_pd(p, scale), one)));
+}
+
+// a + a^3 s(a^2), the odd series for a < 0.125.
+__m512d TanhSmall(__m512d a) {
+  const __m512d a2 = _mm512_mul_pd(a, a);
+  const double kOdd[] = {-1382.0 / 155925.0, 62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0};
+  __m512d s = _mm512_set1_pd(21844.0 / 6081075.0);
+  for (double c : kOdd) s = _mm512_add_pd(_mm512_mul_pd(s, a2), _mm512_set1_pd(c));
+  return _mm512_add_pd(a, _mm512_mul_pd(a, _mm512_mul_pd(a2, s)));
+}
+
+// Tanh of eight floats (see Tanh in backend/activations.h for the method and constants).
+__m256 Tanh8(__m256 x) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  const __m256 ax = _mm256_andnot_ps(sign_mask, x);
+  // ax < 10 ? ax : 10 (a NaN compares false and becomes 10, as in the scalar code).
+  const __mmask8 lt10 = _mm256_cmp_ps_mask(ax, _mm256_set1_ps(10.0f), _CMP_LT_OQ);
+  const __m512d a = _mm512_cvtps_pd(_mm256_mask_blend_ps(lt10, _mm256_set1_ps(10.0f), ax));
+  const __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(0.125), _CMP_LT_OQ);
+  __m512d mag;
+  if (small == 0)
+    mag = TanhLarge(a);
+  else if (small == 0xFF)
+    mag = TanhSmall(a);
+  else
+    mag = _mm512_mask_blend_pd(small, TanhLarge(a), TanhSmall(a));
+  // copysignf(float(mag), x)
+  return _mm256_or_ps(_mm256_andnot_ps(sign_mask, _mm512_cvtpd_ps(mag)),
+                      _mm256_and_ps(sign_mask, x));
+}
+
+}  // namespace
+
+void GeluMulRowAvx512(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 k_sqrt_2_over_pi = _mm256_set1_ps(0.7978845608028654f),
+               c = _mm256_set1_ps(0.044715f);
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    // 0.5f * x * (1.0f + Tanh(k * (x + 0.044715f * x * x * x))) * up, left to right.
+    const __m256 cube = _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x);
+    const __m256 t = Tanh8(_mm256_mul_ps(k_sqrt_2_over_pi, _mm256_add_ps(x, cube)));
+    const __m256 gelu = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+  }
+}
+
+void SoftcapRowAvx512(const float* x, float cap, float* out, int64_t n) {
+  const __m256 c = _mm256_set1_ps(cap);
+  for (int64_t i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(c, Tanh8(_mm256_div_ps(_mm256_loadu_ps(x + i), c))));
+}
+
+}  // namespace lockstep::backend::detail
