@@ -41,6 +41,7 @@ inline __m512i Byte(__m512i v, int k) {
 
 // A group is one sequential stream that the hardware prefetcher alone brings in more slowly
 // than the kernels consume it: each block asks for the lines of the block about this far ahead.
+// Only a group's first row tile asks (`prefetch`): the later tiles find the group in cache.
 inline constexpr int kPrefetchBytes = 4096;
 
 // R rows (x[0..R-1]) against one group of nb packing units: every block's contribution added
@@ -50,7 +51,7 @@ inline constexpr int kPrefetchBytes = 4096;
 // contrib[j * R + r].
 template <class K, int R>
 void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, float* out,
-             int64_t out_stride) {
+             int64_t out_stride, bool prefetch) {
   __m512 acc[R][8];
   for (int r = 0; r < R; ++r)
     for (auto& v : acc[r]) v = _mm512_setzero_ps();
@@ -61,8 +62,9 @@ void RowTile(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, f
   for (int64_t b = 0; b < nb; ++b) {  // packing unit b: blocks kU b .. kU b + kU - 1
     for (int r = 0; r < R; ++r) xb[r] = x[r].q.data() + b * kU * K::kActBytes;
     const uint8_t* blk = grp + b * K::kBlockBytes;
-    for (int l = 0; l < K::kBlockBytes; l += 64)  // (a prefetch past the group never faults)
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kAhead * K::kBlockBytes + l), _MM_HINT_T0);
+    if (prefetch)  // (a prefetch past the group never faults)
+      for (int l = 0; l < K::kBlockBytes; l += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(blk + kAhead * K::kBlockBytes + l), _MM_HINT_T0);
     K::template Block<R>(blk, xb, contrib);
     for (int j = 0; j < kU; ++j) {
       const int64_t p = (kU * b + j) & 7;
@@ -83,11 +85,11 @@ void Packed(const uint8_t* grp, int64_t nb, int n_cols, const PreparedRow* x, in
             float* out, int64_t out_stride) {
   int64_t r0 = 0;
   for (; r0 + kMaxTileRows <= n_rows; r0 += kMaxTileRows)
-    RowTile<K, kMaxTileRows>(grp, nb, n_cols, x + r0, out + r0 * out_stride, out_stride);
+    RowTile<K, kMaxTileRows>(grp, nb, n_cols, x + r0, out + r0 * out_stride, out_stride, r0 == 0);
   const PreparedRow* xr = x + r0;
   float* o = out + r0 * out_stride;
-  WithRowCount<kMaxTileRows>(n_rows - r0,
-                             [&]<int R>() { RowTile<K, R>(grp, nb, n_cols, xr, o, out_stride); });
+  WithRowCount<kMaxTileRows>(
+      n_rows - r0, [&]<int R>() { RowTile<K, R>(grp, nb, n_cols, xr, o, out_stride, r0 == 0); });
 }
 
 }  // namespace
