@@ -49,6 +49,9 @@ ACT_ROWS = "src/backend/cpu/activation_rows_avx2.cpp"
 PACKED_512 = "src/quant/dot_packed_avx512.cpp"
 PACKED_B32_512 = "src/quant/dot_packed_b32_avx512.cpp"
 PACKED_2_H = "src/quant/dot_packed_avx2.h"
+PREPARE_2 = "src/quant/prepare_avx2.cpp"
+ACT_ROWS_512 = "src/backend/cpu/activation_rows_avx512.cpp"
+F32_BLOCK = "src/quant/dot_f32_block_x86.h"
 
 SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
 
@@ -105,6 +108,17 @@ MUTANTS = {
         "_mm_mul_ps(_mm_mul_ps(_mm_mul_ps(c, x), x), x)",
         "_mm_mul_ps(c, _mm_mul_ps(_mm_mul_ps(x, x), x))")],
         "ActivationRows.*", "the AVX2 GELU rows multiply in another order than the scalar GELU"),
+    "prepare_ties_toward_zero_avx2": (PREPARE_2, [(
+        "_mm256_cmp_ps(f, neg_half, _CMP_LE_OQ)", "_mm256_cmp_ps(f, neg_half, _CMP_LT_OQ)")],
+        "QuantPrepare.*", "AVX2 PrepareRow rounds negative half-way levels toward zero"),
+    "tanh_mixed_lanes_large_avx512": (ACT_ROWS_512, [(
+        "_mm512_mask_blend_pd(small, TanhLarge(a), TanhSmall(a))",
+        "_mm512_mask_blend_pd(small, TanhLarge(a), TanhLarge(a))")],
+        "ActivationRows.*", "AVX-512 tanh takes the large-argument formula for every lane of a mixed vector"),
+    "scores_tree_regrouped": (F32_BLOCK, [(
+        "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm256_extractf128_ps(v[c], 1))",
+        "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm_permute_ps(_mm256_extractf128_ps(v[c], 1), 0xB1))")],
+        "QuantDot.F32Block*", "the attention scores' vector tree pairs lane k with lane 4 + (k ^ 1)"),
     "packed_q5k_high_bit_avx512": (PACKED_512, [(
         "_mm512_slli_epi32(h, 3), m10)", "_mm512_slli_epi32(h, 4), m10)")],
         "*QuantPackedIsa*", "AVX-512 packed Q5_K gives sub-block 2p + 1 sub-block 2p's high bit"),
