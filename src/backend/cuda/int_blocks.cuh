@@ -180,8 +180,7 @@ struct Q6K {
   __device__ static void LoadRaw(const uint8_t* blk, int t, Raw& r) {
     const int half = t >> 1, odd = t & 1;
     const auto addr = reinterpret_cast<uintptr_t>(blk);
-    // Pointer arithmetic, not an integer cast: blocks staged in shared memory stay shared loads.
-    const auto* base = reinterpret_cast<const uint32_t*>(blk - (addr & 3));
+    const auto* base = reinterpret_cast<const uint32_t*>(addr & ~uintptr_t{3});
     const uint32_t* ql = base + (64 * half + 32 * odd) / 4;
     const uint32_t* qh = base + (128 + 32 * half) / 4;
 #pragma unroll

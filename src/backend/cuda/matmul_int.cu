@@ -237,23 +237,23 @@ constexpr auto GatheredKernelFor() {
     return IntGatheredKernel<F>;
 }
 
-// Which one- and two-row GEMV the 256-element formats take (LOCKSTEP_CUDA_GEMV, for A/B
-// timing): registers (DotColumn), act (StagedActKernel), stream1 / stream2 (StreamedKernel, 1 or
-// 2 columns a warp).
-enum class Gemv { kRegisters, kStagedAct, kStreamed1, kStreamed2 };
+// Which one- and two-row GEMV the 256-element formats take (LOCKSTEP_CUDA_GEMV, for A/B timing;
+// every choice gives the same bits): `regs` the register kernel everywhere, `staged`
+// StagedActKernel everywhere, default `auto` StagedActKernel for two rows and for rows of more
+// than 32 blocks (session 16, H100: two rows and 84-block rows read 6-64% faster staged; one row
+// of 21 blocks 3-9% slower).
+enum class Gemv { kRegisters, kStaged, kAuto };
 Gemv ChosenGemv() {
   static const Gemv g = [] {
     const char* env = std::getenv("LOCKSTEP_CUDA_GEMV");
-    if (!env) return Gemv::kStreamed2;
-    if (std::strcmp(env, "regs") == 0) return Gemv::kRegisters;
-    if (std::strcmp(env, "act") == 0) return Gemv::kStagedAct;
-    if (std::strcmp(env, "stream1") == 0) return Gemv::kStreamed1;
-    return Gemv::kStreamed2;
+    if (env && std::strcmp(env, "regs") == 0) return Gemv::kRegisters;
+    if (env && std::strcmp(env, "staged") == 0) return Gemv::kStaged;
+    return Gemv::kAuto;
   }();
   return g;
 }
 
-// The device's shared memory for one block (0 before sm_80: no cp.async, no staged kernels).
+// The device's shared memory for one block (0 before sm_80: no cp.async, no staged kernel).
 int StagedSmemLimit() {
   int device = 0, major = 0, optin = 0;
   LS_CUDA_CHECK(cudaGetDevice(&device));
@@ -262,52 +262,30 @@ int StagedSmemLimit() {
   return major >= 8 ? optin : 0;
 }
 
-// Launches `kernel` with `smem` bytes of dynamic shared memory, raising its limit (once per
-// kernel) past the default 48 KB.
-template <auto kernel>
-void LaunchWithSmem(dim3 grid, size_t smem, int limit, cudaStream_t stream, const uint8_t* w,
-                    int64_t row_bytes, int64_t nblk, int64_t n_out, const ActRows& x, int64_t rows,
-                    float* y) {
-  static std::atomic<int> raised{0};
-  if (smem > 48 * 1024 && raised.load() < limit) {
-    LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    raised.store(limit);
-  }
-  kernel<<<grid, kColsPerBlock * kWarp, smem, stream>>>(w, row_bytes, nblk, n_out, x, rows, y);
-  LS_CUDA_LAUNCHED();
-}
-
-// The shared-memory GEMV (matmul_int_staged.cuh) for 256-element formats and one or two rows,
-// where the device has cp.async and room for the staged rows; false where it does not apply.
+// StagedActKernel (matmul_int_staged.cuh) for 256-element formats and one or two rows where
+// ChosenGemv takes it and the rows fit the device's shared memory; false where it does not.
 template <class F, int R>
-bool LaunchStaged(const void* wv, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+bool LaunchStaged(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                   int64_t rows, float* y, cudaStream_t stream) {
   if constexpr (F::kElems != 256 || R > 2) {
     return false;
   } else {
+    const int64_t nblk = k / F::kElems, smem = StagedActBytes(R, k);
     const Gemv path = ChosenGemv();
-    if (path == Gemv::kRegisters) return false;
+    if (path == Gemv::kRegisters || (path == Gemv::kAuto && R == 1 && nblk <= 32)) return false;
     const int limit = StagedSmemLimit();
-    const auto* w = static_cast<const uint8_t*>(wv);
-    const int64_t nblk = k / F::kElems;
-    const int64_t act = StagedActBytes(R, k), streamed = StreamedBytes<F, R>(k);
-    if (path == Gemv::kStagedAct) {
-      if (act > limit) return false;
-      const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
-      LaunchWithSmem<StagedActKernel<F, R>>(grid, act, limit, stream, w, row_bytes, nblk, n_out, x,
-                                            rows, y);
-      return true;
+    if (smem > limit) return false;
+    constexpr auto kernel = StagedActKernel<F, R>;
+    static std::atomic<int> raised{0};  // the kernel's dynamic shared-memory limit, once
+    if (smem > 48 * 1024 && raised.load() < limit) {
+      LS_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+      raised.store(limit);
     }
-    if (streamed > limit) return false;
-    if (path == Gemv::kStreamed1) {
-      const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
-      LaunchWithSmem<StreamedKernel<F, R, 1>>(grid, streamed, limit, stream, w, row_bytes, nblk,
-                                              n_out, x, rows, y);
-    } else {
-      const dim3 grid(CeilDiv(n_out, kColsPerBlock * 2), CeilDiv(rows, R));
-      LaunchWithSmem<StreamedKernel<F, R, 2>>(grid, streamed, limit, stream, w, row_bytes, nblk,
-                                              n_out, x, rows, y);
-    }
+    const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
+    kernel<<<grid, kColsPerBlock * kWarp, smem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                          nblk, n_out, x, rows, y);
+    LS_CUDA_LAUNCHED();
     return true;
   }
 }
