@@ -1,7 +1,10 @@
 // The integer matmul path (contract in matmul_int.h): activation quantization as
 // quant::PrepareRow, then one warp per output column whose 8 groups of 4 lanes take weight
 // blocks b = g, g + 8, ... in ascending order, so group g's running sum is the CPU's partial
-// b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it.
+// b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it
+// (int_gemv.cuh). One and two rows of the 256-element formats read their activation rows from
+// shared memory (matmul_int_staged.cuh); more rows, the 32-element formats, expert tasks and
+// devices before sm_80 keep them in L1 (DotColumn).
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -237,20 +240,14 @@ constexpr auto GatheredKernelFor() {
     return IntGatheredKernel<F>;
 }
 
-// Which one- and two-row GEMV the 256-element formats take (LOCKSTEP_CUDA_GEMV, for A/B timing;
-// every choice gives the same bits): `regs` the register kernel everywhere, `staged`
-// StagedActKernel everywhere, default `auto` StagedActKernel for two rows and for rows of more
-// than 32 blocks (session 16, H100: two rows and 84-block rows read 6-64% faster staged; one row
-// of 21 blocks 3-9% slower).
-enum class Gemv { kRegisters, kStaged, kAuto };
-Gemv ChosenGemv() {
-  static const Gemv g = [] {
+// Whether the one- and two-row GEMVs of the 256-element formats take StagedActKernel:
+// LOCKSTEP_CUDA_GEMV=regs keeps the register kernel, for A/B timing (the same bits either way).
+bool StagedGemvOn() {
+  static const bool on = [] {
     const char* env = std::getenv("LOCKSTEP_CUDA_GEMV");
-    if (env && std::strcmp(env, "regs") == 0) return Gemv::kRegisters;
-    if (env && std::strcmp(env, "staged") == 0) return Gemv::kStaged;
-    return Gemv::kAuto;
+    return !(env && std::strcmp(env, "regs") == 0);
   }();
-  return g;
+  return on;
 }
 
 // The device's shared memory for one block (0 before sm_80: no cp.async, no staged kernel).
@@ -262,17 +259,16 @@ int StagedSmemLimit() {
   return major >= 8 ? optin : 0;
 }
 
-// StagedActKernel (matmul_int_staged.cuh) for 256-element formats and one or two rows where
-// ChosenGemv takes it and the rows fit the device's shared memory; false where it does not.
+// StagedActKernel (matmul_int_staged.cuh) for 256-element formats and one or two rows where the
+// rows fit the device's shared memory; false where it does not apply.
 template <class F, int R>
 bool LaunchStaged(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                   int64_t rows, float* y, cudaStream_t stream) {
   if constexpr (F::kElems != 256 || R > 2) {
     return false;
   } else {
+    if (!StagedGemvOn()) return false;
     const int64_t nblk = k / F::kElems, smem = StagedActBytes(R, k);
-    const Gemv path = ChosenGemv();
-    if (path == Gemv::kRegisters || (path == Gemv::kAuto && R == 1 && nblk <= 32)) return false;
     const int limit = StagedSmemLimit();
     if (smem > limit) return false;
     constexpr auto kernel = StagedActKernel<F, R>;
