@@ -40,14 +40,32 @@ __device__ __forceinline__ float CombineMin(float d, float dmin, float dx, int i
   return __fsub_rn(__fmul_rn(__fmul_rn(d, dx), __int2float_rn(isum)),
                    __fmul_rn(__fmul_rn(dmin, dx), __int2float_rn(imin)));
 }
-// kWords activation words (4 levels each) from 16-byte aligned q: a lane's 64-element quarter of
-// a 256-block is 16, a 32-element run 8.
-template <int kWords>
-__device__ __forceinline__ void LoadLevels(const int8_t* q, int* xw) {
-  const int4* p = reinterpret_cast<const int4*>(q);
+// One 256-block of a quantized activation row as 16-byte units c = 0..15 (levels 16c ..
+// 16c + 15): in global memory in order, or staged in shared memory (matmul_int_staged.cuh) with
+// the format's swizzle, so that the 8 lanes of a quarter warp (groups 2j and 2j + 1, blocks of
+// both parities) read 8 different bank quads in each of the format's loads.
+struct GlobalLevels {
+  const int4* q;
+  __device__ int4 Unit(int c) const { return q[c]; }
+};
+// Unit c of a block of parity p at (c & 8) | (c & 7) ^ (c / 8) * kSwz ^ p: a permutation inside
+// each half of the block.
+template <int kSwz>
+__device__ __forceinline__ int SwizzledUnit(int c, int p) {
+  return (c & 8) | ((c & 7) ^ ((c >> 3) * kSwz) ^ p);
+}
+template <int kSwz>
+struct SharedLevels {
+  const int4* q;  // the block's 16 units
+  int p;          // block index & 1
+  __device__ int4 Unit(int c) const { return q[SwizzledUnit<kSwz>(c, p)]; }
+};
+// Units c0, c0 + 1, ... as kUnits * 4 activation words (4 levels each).
+template <int kUnits, class L>
+__device__ __forceinline__ void LoadUnits(const L& lv, int c0, int* xw) {
 #pragma unroll
-  for (int i = 0; i < kWords / 4; ++i) {
-    const int4 v = p[i];
+  for (int i = 0; i < kUnits; ++i) {
+    const int4 v = lv.Unit(c0 + i);
     xw[4 * i] = v.x, xw[4 * i + 1] = v.y, xw[4 * i + 2] = v.z, xw[4 * i + 3] = v.w;
   }
 }
@@ -57,6 +75,8 @@ template <bool kFive>
 struct K45 {
   static constexpr int kElems = 256, kBytes = kFive ? 176 : 144, kUnroll = kFive ? 2 : 4;
   static constexpr bool kMin = true;
+  // Lane t reads units 4t + i at load i: units i, 4 + i, 8 + i, 12 + i of one block.
+  static constexpr int kSwizzle = 2;
   struct Part {
     int lo[8], hi[8];
     int sc0, sc1, m0, m1;
@@ -116,10 +136,11 @@ struct K45 {
       p.hi[i] = static_cast<int>(hi);
     }
   }
-  __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
+  template <class L>
+  __device__ static void Dot(const Part& p, const L& lv, const int16_t* bsum, int t, int* isum,
                              int* imin) {
     int xw[16];
-    LoadLevels<16>(q + 64 * t, xw);
+    LoadUnits<4>(lv, 4 * t, xw);
     int s_lo = 0, s_hi = 0;
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -143,6 +164,9 @@ struct K45 {
 struct Q6K {
   static constexpr int kElems = 256, kBytes = 210, kUnroll = 2;
   static constexpr bool kMin = false;
+  // Lane t = 2 h + o reads units 8 h + 2 o + i and 8 h + 4 + 2 o + i at load i (0, 1): units
+  // i, 2 + i, 8 + i, 10 + i, then 4 + i, 6 + i, 12 + i, 14 + i of one block.
+  static constexpr int kSwizzle = 4;
   // Blocks are 210 bytes, so only 2-byte aligned: 9 aligned words cover each 32-byte range and
   // Unpack shifts them into place (the ninth word is still inside the block).
   struct Raw {
@@ -180,12 +204,13 @@ struct Q6K {
     p.sc[2] = static_cast<int8_t>(r.sc_hi & 0xFF), p.sc[3] = static_cast<int8_t>(r.sc_hi >> 8);
     p.d = Half(r.d);
   }
-  __device__ static void Dot(const Part& p, const int8_t* q, const int16_t* bsum, int t, int* isum,
+  template <class L>
+  __device__ static void Dot(const Part& p, const L& lv, const int16_t* bsum, int t, int* isum,
                              int*) {
     const int half = t >> 1, odd = t & 1;
     int xw[16];
-    LoadLevels<8>(q + 128 * half + 32 * odd, xw);
-    LoadLevels<8>(q + 128 * half + 64 + 32 * odd, xw + 8);
+    LoadUnits<2>(lv, 8 * half + 2 * odd, xw);
+    LoadUnits<2>(lv, 8 * half + 4 + 2 * odd, xw + 8);
     const int bs_lo = *reinterpret_cast<const int*>(bsum + 8 * half + 2 * odd);
     const int bs_hi = *reinterpret_cast<const int*>(bsum + 8 * half + 4 + 2 * odd);
     const int sums[4] = {static_cast<int16_t>(bs_lo & 0xFFFF), static_cast<int16_t>(bs_lo >> 16),

@@ -1,18 +1,27 @@
 // The integer matmul path (contract in matmul_int.h): activation quantization as
 // quant::PrepareRow, then one warp per output column whose 8 groups of 4 lanes take weight
 // blocks b = g, g + 8, ... in ascending order, so group g's running sum is the CPU's partial
-// b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it.
+// b % 8 = g, added in the CPU's order; the fixed tree of quant::detail::Acc8 ends it
+// (int_gemv.cuh). One and two rows of the 256-element formats read their activation rows from
+// shared memory (matmul_int_staged.cuh); more rows, the 32-element formats, expert tasks and
+// devices before sm_80 keep them in L1 (DotColumn).
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
+#include "backend/cuda/int_gemv.cuh"
 #include "backend/cuda/matmul_int.h"
+#include "backend/cuda/matmul_int_staged.cuh"
 #include "backend/cuda/matmul_mma.h"
 
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kColsPerBlock = 8;  // warps per block, one output column each
+using namespace intmm;  // NOLINT(google-build-using-namespace): this file's own kernels
+
 constexpr int kMaxRows = 8;
 
 // One warp per activation block of B elements (B / 32 per lane): quant::QuantizeQ8Block, and for
@@ -63,75 +72,6 @@ ActRows QuantizeRows(const float* x, int64_t rows, int64_t k, void* act, cudaStr
       x, n_blocks, lay.Q(act), lay.D(act), lay.Bsum(act));
   LS_CUDA_LAUNCHED();
   return lay.View(act, k);
-}
-
-// The Acc8 tree over the groups' partials (group g's value in its lanes): lane 0 ends with
-// ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)).
-__device__ __forceinline__ float Acc8Tree(float a) {
-  const float p = __fadd_rn(a, __shfl_down_sync(0xffffffffu, a, 16));
-  const float q = __fadd_rn(p, __shfl_down_sync(0xffffffffu, p, 4));
-  return __fadd_rn(q, __shfl_down_sync(0xffffffffu, q, 8));
-}
-
-// Dots of one weight row with R activation rows xr[0..nr): acc[r] ends as group g's partial.
-// Every lane runs every shuffle (ok and r < nr are only masks on the arithmetic).
-template <class F, int R>
-__device__ __forceinline__ void DotColumn(const uint8_t* __restrict__ wrow, int64_t nblk,
-                                          const ActRows& x, const int64_t* xr, int nr, float* acc) {
-  // Many rows need the registers for their dots: then 256-blocks are loaded 2 at a time.
-  constexpr int U = R > 2 && F::kElems == 256 ? 2 : F::kUnroll;
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-  const int64_t q_stride = x.k, d_stride = x.k / F::kElems, s_stride = x.k / 16;
-  for (int64_t b0 = 0; b0 < nblk; b0 += 8 * U) {
-    // Every load of the U blocks is issued before any of them is used.
-    typename F::Raw raw[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t b = b0 + 8 * u + g;
-      raw[u] = {};
-      if (b < nblk) F::LoadRaw(wrow + b * F::kBytes, t, raw[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t b = b0 + 8 * u + g;
-      const bool ok = b < nblk;
-      typename F::Part part;
-      if constexpr (std::is_same_v<typename F::Raw, typename F::Part>)
-        part = raw[u];
-      else
-        F::Unpack(raw[u], t, part);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (r >= nr) break;  // uniform over the warp
-        int isum = 0, imin = 0;
-        if (ok)
-          F::Dot(part, x.q + xr[r] * q_stride + b * F::kElems, x.bsum + xr[r] * s_stride + b * 16,
-                 t, &isum, &imin);
-        isum += __shfl_xor_sync(0xffffffffu, isum, 1);
-        isum += __shfl_xor_sync(0xffffffffu, isum, 2);
-        if (F::kMin) {
-          imin += __shfl_xor_sync(0xffffffffu, imin, 1);
-          imin += __shfl_xor_sync(0xffffffffu, imin, 2);
-        }
-        if (ok)
-          acc[r] = __fadd_rn(acc[r], F::Contribution(part, x.d[xr[r] * d_stride + b], isum, imin));
-      }
-    }
-  }
-}
-
-// Into L2, the lines of group g's first-stripe blocks g, 8 + g, ... that DotColumn loads first
-// (lane t of the group takes the line at a quarter t of the block: every line a block touches).
-template <class F, int R>
-__device__ __forceinline__ void PrefetchStripe(const uint8_t* __restrict__ wrow, int64_t nblk) {
-  constexpr int U = R > 2 && F::kElems == 256 ? 2 : F::kUnroll;
-  const int lane = threadIdx.x % kWarp, g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t b = 8 * u + g;
-    if (b < nblk)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wrow + b * F::kBytes + t * (F::kBytes / 4)));
-  }
 }
 
 template <class F, int R>
@@ -300,9 +240,56 @@ constexpr auto GatheredKernelFor() {
     return IntGatheredKernel<F>;
 }
 
+// Whether the one- and two-row GEMVs of the 256-element formats take StagedActKernel:
+// LOCKSTEP_CUDA_GEMV=regs keeps the register kernel, for A/B timing (the same bits either way).
+bool StagedGemvOn() {
+  static const bool on = [] {
+    const char* env = std::getenv("LOCKSTEP_CUDA_GEMV");
+    return !(env && std::strcmp(env, "regs") == 0);
+  }();
+  return on;
+}
+
+// The device's shared memory for one block (0 before sm_80: no cp.async, no staged kernel).
+int StagedSmemLimit() {
+  int device = 0, major = 0, optin = 0;
+  LS_CUDA_CHECK(cudaGetDevice(&device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return major >= 8 ? optin : 0;
+}
+
+// StagedActKernel (matmul_int_staged.cuh) for 256-element formats and one or two rows where the
+// rows fit the device's shared memory; false where it does not apply.
+template <class F, int R>
+bool LaunchStaged(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+                  int64_t rows, float* y, cudaStream_t stream) {
+  if constexpr (F::kElems != 256 || R > 2) {
+    return false;
+  } else {
+    if (!StagedGemvOn()) return false;
+    const int64_t nblk = k / F::kElems, smem = StagedActBytes(R, k);
+    const int limit = StagedSmemLimit();
+    if (smem > limit) return false;
+    constexpr auto kernel = StagedActKernel<F, R>;
+    static std::atomic<int> raised{0};  // the kernel's dynamic shared-memory limit, once
+    if (smem > 48 * 1024 && raised.load() < limit) {
+      LS_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+      raised.store(limit);
+    }
+    const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
+    kernel<<<grid, kColsPerBlock * kWarp, smem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                          nblk, n_out, x, rows, y);
+    LS_CUDA_LAUNCHED();
+    return true;
+  }
+}
+
 template <class F, int R>
 void LaunchRows(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                 int64_t rows, float* y, cudaStream_t stream) {
+  if (LaunchStaged<F, R>(w, row_bytes, k, n_out, x, rows, y, stream)) return;
   const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
   constexpr auto kernel = MatMulKernelFor<F, R>();
   kernel<<<grid, kColsPerBlock * kWarp, 0, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
