@@ -112,8 +112,8 @@ MUTANTS = {
         "_mm256_cmp_ps(f, neg_half, _CMP_LE_OQ)", "_mm256_cmp_ps(f, neg_half, _CMP_LT_OQ)")],
         "QuantPrepare.*", "AVX2 PrepareRow rounds negative half-way levels toward zero"),
     "tanh_mixed_lanes_large_avx512": (ACT_ROWS_512, [(
-        "_mm512_mask_blend_pd(small, TanhLarge(a), TanhSmall(a))",
-        "_mm512_mask_blend_pd(small, TanhLarge(a), TanhLarge(a))")],
+        "_mm512_mask_blend_pd(small, TanhLarge<Lanes8>(a), TanhSmall<Lanes8>(a))",
+        "_mm512_mask_blend_pd(small, TanhLarge<Lanes8>(a), TanhLarge<Lanes8>(a))")],
         "ActivationRows.*", "AVX-512 tanh takes the large-argument formula for every lane of a mixed vector"),
     "scores_tree_regrouped": (F32_BLOCK, [(
         "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm256_extractf128_ps(v[c], 1))",

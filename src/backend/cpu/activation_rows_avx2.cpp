@@ -4,41 +4,27 @@
 #include <immintrin.h>
 
 #include "backend/cpu/activation_rows.h"
+#include "backend/cpu/tanh_lanes_x86.h"
 
 namespace lockstep::backend::detail {
 namespace {
 
-// 1 - 2 / (e^y + 1) for y = 2a (a <= 10): the scalar code's reduction, polynomial and 2^k.
-__m256d TanhLarge(__m256d a) {
-  const __m256d y = _mm256_add_pd(a, a);
-  // static_cast<int>(y * log2(e) + 0.5): truncation toward zero.
-  const __m128i k = _mm256_cvttpd_epi32(
-      _mm256_add_pd(_mm256_mul_pd(y, _mm256_set1_pd(1.4426950408889634)), _mm256_set1_pd(0.5)));
-  const __m256d kd = _mm256_cvtepi32_pd(k);
-  const __m256d r =
-      _mm256_sub_pd(_mm256_sub_pd(y, _mm256_mul_pd(kd, _mm256_set1_pd(6.93147180369123816490e-01))),
-                    _mm256_mul_pd(kd, _mm256_set1_pd(1.90821492927058770002e-10)));
-  const double kPoly[] = {
-      1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
-      1.0 / 24.0,      1.0 / 6.0,      0.5,           1.0,          1.0};
-  __m256d p = _mm256_set1_pd(1.0 / 39916800.0);
-  for (double c : kPoly) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(c));
-  // 2^k as a float (exact), widened.
-  const __m128i bits = _mm_slli_epi32(_mm_add_epi32(k, _mm_set1_epi32(127)), 23);
-  const __m256d scale = _mm256_cvtps_pd(_mm_castsi128_ps(bits));
-  const __m256d one = _mm256_set1_pd(1.0);
-  return _mm256_sub_pd(
-      one, _mm256_div_pd(_mm256_set1_pd(2.0), _mm256_add_pd(_mm256_mul_pd(p, scale), one)));
-}
-
-// a + a^3 s(a^2), the odd series for a < 0.125.
-__m256d TanhSmall(__m256d a) {
-  const __m256d a2 = _mm256_mul_pd(a, a);
-  const double kOdd[] = {-1382.0 / 155925.0, 62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0};
-  __m256d s = _mm256_set1_pd(21844.0 / 6081075.0);
-  for (double c : kOdd) s = _mm256_add_pd(_mm256_mul_pd(s, a2), _mm256_set1_pd(c));
-  return _mm256_add_pd(a, _mm256_mul_pd(a, _mm256_mul_pd(a2, s)));
-}
+// The four-lane double steps of tanh_lanes_x86.h.
+struct Lanes4 {
+  using D = __m256d;
+  using I = __m128i;
+  static D Set(double v) { return _mm256_set1_pd(v); }
+  static D Add(D a, D b) { return _mm256_add_pd(a, b); }
+  static D Sub(D a, D b) { return _mm256_sub_pd(a, b); }
+  static D Mul(D a, D b) { return _mm256_mul_pd(a, b); }
+  static D Div(D a, D b) { return _mm256_div_pd(a, b); }
+  static I Trunc(D a) { return _mm256_cvttpd_epi32(a); }
+  static D Widen(I k) { return _mm256_cvtepi32_pd(k); }
+  static D Pow2(I k) {
+    return _mm256_cvtps_pd(
+        _mm_castsi128_ps(_mm_slli_epi32(_mm_add_epi32(k, _mm_set1_epi32(127)), 23)));
+  }
+};
 
 // Tanh of four floats (see Tanh in backend/activations.h for the method and constants). A side
 // of the final choice that no lane takes is skipped: the lanes' results are the same either way.
@@ -52,11 +38,11 @@ __m128 Tanh4(__m128 x) {
   const int small = _mm256_movemask_pd(pick_small);
   __m256d mag;
   if (small == 0)
-    mag = TanhLarge(a);
+    mag = TanhLarge<Lanes4>(a);
   else if (small == 0xF)
-    mag = TanhSmall(a);
+    mag = TanhSmall<Lanes4>(a);
   else
-    mag = _mm256_blendv_pd(TanhLarge(a), TanhSmall(a), pick_small);
+    mag = _mm256_blendv_pd(TanhLarge<Lanes4>(a), TanhSmall<Lanes4>(a), pick_small);
   // copysignf(float(mag), x)
   return _mm_or_ps(_mm_andnot_ps(sign_mask, _mm256_cvtpd_ps(mag)), _mm_and_ps(sign_mask, x));
 }

@@ -10,41 +10,27 @@
 #include <immintrin.h>
 
 #include "backend/cpu/activation_rows.h"
+#include "backend/cpu/tanh_lanes_x86.h"
 
 namespace lockstep::backend::detail {
 namespace {
 
-// 1 - 2 / (e^y + 1) for y = 2a (a <= 10): the scalar code's reduction, polynomial and 2^k.
-__m512d TanhLarge(__m512d a) {
-  const __m512d y = _mm512_add_pd(a, a);
-  // static_cast<int>(y * log2(e) + 0.5): truncation toward zero.
-  const __m256i k = _mm512_cvttpd_epi32(
-      _mm512_add_pd(_mm512_mul_pd(y, _mm512_set1_pd(1.4426950408889634)), _mm512_set1_pd(0.5)));
-  const __m512d kd = _mm512_cvtepi32_pd(k);
-  const __m512d r =
-      _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(kd, _mm512_set1_pd(6.93147180369123816490e-01))),
-                    _mm512_mul_pd(kd, _mm512_set1_pd(1.90821492927058770002e-10)));
-  const double kPoly[] = {
-      1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
-      1.0 / 24.0,      1.0 / 6.0,      0.5,           1.0,          1.0};
-  __m512d p = _mm512_set1_pd(1.0 / 39916800.0);
-  for (double c : kPoly) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(c));
-  // 2^k as a float (exact), widened.
-  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23);
-  const __m512d scale = _mm512_cvtps_pd(_mm256_castsi256_ps(bits));
-  const __m512d one = _mm512_set1_pd(1.0);
-  return _mm512_sub_pd(
-      one, _mm512_div_pd(_mm512_set1_pd(2.0), _mm512_add_pd(_mm512_mul_pd(p, scale), one)));
-}
-
-// a + a^3 s(a^2), the odd series for a < 0.125.
-__m512d TanhSmall(__m512d a) {
-  const __m512d a2 = _mm512_mul_pd(a, a);
-  const double kOdd[] = {-1382.0 / 155925.0, 62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0, -1.0 / 3.0};
-  __m512d s = _mm512_set1_pd(21844.0 / 6081075.0);
-  for (double c : kOdd) s = _mm512_add_pd(_mm512_mul_pd(s, a2), _mm512_set1_pd(c));
-  return _mm512_add_pd(a, _mm512_mul_pd(a, _mm512_mul_pd(a2, s)));
-}
+// The eight-lane double steps of tanh_lanes_x86.h.
+struct Lanes8 {
+  using D = __m512d;
+  using I = __m256i;
+  static D Set(double v) { return _mm512_set1_pd(v); }
+  static D Add(D a, D b) { return _mm512_add_pd(a, b); }
+  static D Sub(D a, D b) { return _mm512_sub_pd(a, b); }
+  static D Mul(D a, D b) { return _mm512_mul_pd(a, b); }
+  static D Div(D a, D b) { return _mm512_div_pd(a, b); }
+  static I Trunc(D a) { return _mm512_cvttpd_epi32(a); }
+  static D Widen(I k) { return _mm512_cvtepi32_pd(k); }
+  static D Pow2(I k) {
+    return _mm512_cvtps_pd(
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23)));
+  }
+};
 
 // Tanh of eight floats (see Tanh in backend/activations.h for the method and constants).
 __m256 Tanh8(__m256 x) {
@@ -56,11 +42,11 @@ __m256 Tanh8(__m256 x) {
   const __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(0.125), _CMP_LT_OQ);
   __m512d mag;
   if (small == 0)
-    mag = TanhLarge(a);
+    mag = TanhLarge<Lanes8>(a);
   else if (small == 0xFF)
-    mag = TanhSmall(a);
+    mag = TanhSmall<Lanes8>(a);
   else
-    mag = _mm512_mask_blend_pd(small, TanhLarge(a), TanhSmall(a));
+    mag = _mm512_mask_blend_pd(small, TanhLarge<Lanes8>(a), TanhSmall<Lanes8>(a));
   // copysignf(float(mag), x)
   return _mm256_or_ps(_mm256_andnot_ps(sign_mask, _mm512_cvtpd_ps(mag)),
                       _mm256_and_ps(sign_mask, x));
