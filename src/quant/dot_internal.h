@@ -25,6 +25,9 @@ constexpr int kQ8x256Bytes = 292;
 void PrepareQ8x32Avx2(const float* x, int64_t n_blocks, uint8_t* out);
 void PrepareQ8x256Avx2(const float* x, int64_t n_blocks, uint8_t* out);
 
+// AVX2 widening of n (a multiple of 8) F16 or BF16 elements (widen_avx2.cpp).
+void WidenHalfRowAvx2(DType t, const void* src, float* dst, int64_t n);
+
 // The activation format DotRow's fast path wants for weights of type `t` (kF32: generic).
 ActFormat ActivationFormat(DType t);
 

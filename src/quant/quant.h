@@ -16,6 +16,9 @@ namespace lockstep::quant {
 bool CanDequantize(DType t);
 // Expands `n` elements (a whole number of blocks) of type `t` to float32.
 void DequantizeRow(DType t, const void* src, float* dst, int64_t n);
+// dst[i] = src[i] widened from F16 or BF16 (`t`), bit for bit core/half.h's conversions, in
+// vector lanes where the CPU has them (KV cache rows, float weights).
+void WidenHalfRow(DType t, const void* src, float* dst, int64_t n);
 
 // True when QuantizeRow supports `t`.
 bool CanQuantize(DType t);
@@ -57,6 +60,8 @@ Isa CpuIsa();  // the best level this CPU runs
 // The level whose kernel runs for `t` when `isa` is asked for (levels without a kernel of their
 // own for a type fall back to the level below).
 Isa KernelIsa(Isa isa, DType t);
+// WidenHalfRow with level `isa`'s code (CpuHasIsa(isa) must hold): tests compare levels.
+void WidenHalfRowIsa(Isa isa, DType t, const void* src, float* dst, int64_t n);
 // PrepareRow with the code of level `isa` (CpuHasIsa(isa) must hold): the same bytes at every
 // level; tests compare levels.
 void PrepareRowIsa(Isa isa, DType wtype, const float* x, int64_t n, PreparedRow* out);

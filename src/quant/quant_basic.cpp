@@ -3,6 +3,7 @@
 
 #include "core/check.h"
 #include "core/half.h"
+#include "quant/dot_internal.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 
@@ -40,6 +41,22 @@ bool IsFloat(DType t) {
 
 }  // namespace
 
+void WidenHalfRowIsa(Isa isa, DType t, const void* src, float* dst, int64_t n) {
+  CHECKF(t == DType::F16 || t == DType::BF16, "WidenHalfRow: {} is not F16 or BF16", Name(t));
+  int64_t i = 0;
+  if (isa >= Isa::kAvx2) {
+    i = n / 8 * 8;
+    detail::WidenHalfRowAvx2(t, src, dst, i);
+  }
+  const auto* s = static_cast<const uint8_t*>(src);
+  for (; i < n; ++i)
+    dst[i] = t == DType::F16 ? detail::LoadHalf(s + 2 * i) : BF16ToFloat(detail::Load16(s + 2 * i));
+}
+
+void WidenHalfRow(DType t, const void* src, float* dst, int64_t n) {
+  WidenHalfRowIsa(CpuIsa(), t, src, dst, n);
+}
+
 bool CanDequantize(DType t) {
   return IsFloat(t) || FindDequant(t) != nullptr;
 }
@@ -49,16 +66,10 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::F32:
       std::memcpy(dst, src, static_cast<size_t>(n) * 4);
       return;
-    case DType::F16: {
-      const auto* s = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = detail::LoadHalf(s + 2 * i);
+    case DType::F16:
+    case DType::BF16:
+      WidenHalfRow(t, src, dst, n);
       return;
-    }
-    case DType::BF16: {
-      const auto* s = static_cast<const uint8_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = BF16ToFloat(detail::Load16(s + 2 * i));
-      return;
-    }
     default:
       break;
   }

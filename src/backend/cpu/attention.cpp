@@ -40,11 +40,7 @@ const float* HeadF32(const void* base, DType t, int64_t width, int64_t row, int6
                      float* scratch) {
   const int64_t at = row * width + col;
   if (t == DType::F32) return static_cast<const float*>(base) + at;
-  const uint16_t* s = static_cast<const uint16_t*>(base) + at;
-  if (t == DType::F16)
-    for (int i = 0; i < n; ++i) scratch[i] = HalfToFloat(s[i]);
-  else
-    for (int i = 0; i < n; ++i) scratch[i] = BF16ToFloat(s[i]);
+  quant::WidenHalfRow(t, static_cast<const uint16_t*>(base) + at, scratch, n);
   return scratch;
 }
 
