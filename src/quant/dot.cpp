@@ -27,8 +27,8 @@ inline int RoundHalfAway(float v) {
 void QuantizeQ8Block(const float* x, int n, float* d_out, int8_t* q) {
   float amax = 0;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f;
-  const float id = d != 0 ? 1.0f / d : 0.0f;
+  float id;
+  const float d = detail::Q8Scale(amax, &id);
   for (int i = 0; i < n; ++i) q[i] = static_cast<int8_t>(RoundHalfAway(x[i] * id));
   *d_out = d;
 }

@@ -21,12 +21,17 @@ enum class ActFormat { kF32, kQ8x32, kQ8x256 };
 constexpr int kQ8x32Bytes = 36;
 constexpr int kQ8x256Bytes = 292;
 
+// Q8 block scale amax / 127 and, in *inv, the reciprocal the levels are formed with (0 for an
+// all-zero block): one definition for the portable and the AVX2 activation quantization.
+inline float Q8Scale(float amax, float* inv) {
+  const float d = amax / 127.0f;
+  *inv = d != 0 ? 1.0f / d : 0.0f;
+  return d;
+}
+
 // AVX2 quantization of whole blocks (prepare_avx2.cpp): the portable code's bytes.
 void PrepareQ8x32Avx2(const float* x, int64_t n_blocks, uint8_t* out);
 void PrepareQ8x256Avx2(const float* x, int64_t n_blocks, uint8_t* out);
-
-// AVX2 widening of n (a multiple of 8) F16 or BF16 elements (widen_avx2.cpp).
-void WidenHalfRowAvx2(DType t, const void* src, float* dst, int64_t n);
 
 // The activation format DotRow's fast path wants for weights of type `t` (kF32: generic).
 ActFormat ActivationFormat(DType t);

@@ -50,10 +50,11 @@ void Levels32(const float* x, __m256 id, int8_t* q) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), ordered);
 }
 
-// Scale d = amax / 127 and the reciprocal the levels use (0 for an all-zero block).
+// The block's scale (Q8Scale of its largest magnitude) and its reciprocal in every lane.
 inline float BlockScale(const float* x, int n, __m256* id) {
-  const float d = AbsMax(x, n) / 127.0f;
-  *id = _mm256_set1_ps(d != 0 ? 1.0f / d : 0.0f);
+  float inv;
+  const float d = Q8Scale(AbsMax(x, n), &inv);
+  *id = _mm256_set1_ps(inv);
   return d;
 }
 

@@ -3,7 +3,6 @@
 
 #include "core/check.h"
 #include "core/half.h"
-#include "quant/dot_internal.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 
@@ -39,9 +38,7 @@ bool IsFloat(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-}  // namespace
-
-void WidenHalfRowIsa(Isa isa, DType t, const void* src, float* dst, int64_t n) {
+void WidenAt(Isa isa, DType t, const void* src, float* dst, int64_t n) {
   CHECKF(t == DType::F16 || t == DType::BF16, "WidenHalfRow: {} is not F16 or BF16", Name(t));
   int64_t i = 0;
   if (isa >= Isa::kAvx2) {
@@ -53,8 +50,15 @@ void WidenHalfRowIsa(Isa isa, DType t, const void* src, float* dst, int64_t n) {
     dst[i] = t == DType::F16 ? detail::LoadHalf(s + 2 * i) : BF16ToFloat(detail::Load16(s + 2 * i));
 }
 
+}  // namespace
+
 void WidenHalfRow(DType t, const void* src, float* dst, int64_t n) {
-  WidenHalfRowIsa(CpuIsa(), t, src, dst, n);
+  WidenAt(CpuIsa(), t, src, dst, n);
+}
+
+void WidenHalfRowIsa(Isa isa, DType t, const void* src, float* dst, int64_t n) {
+  CHECKF(CpuHasIsa(isa), "WidenHalfRow: this CPU lacks {}", IsaName(isa));
+  WidenAt(isa, t, src, dst, n);
 }
 
 bool CanDequantize(DType t) {

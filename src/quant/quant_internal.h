@@ -26,6 +26,9 @@ inline void Store16(uint8_t* p, uint16_t v) {
 inline float LoadHalf(const uint8_t* p) {
   return HalfToFloat(Load16(p));
 }
+// AVX2 widening of n (a multiple of 8) F16 or BF16 elements (widen_avx2.cpp).
+void WidenHalfRowAvx2(DType t, const void* src, float* dst, int64_t n);
+
 inline void StoreHalf(uint8_t* p, float f) {
   Store16(p, FloatToHalf(f));
 }

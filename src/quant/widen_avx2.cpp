@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "quant/dot_internal.h"
+#include "quant/quant_internal.h"
 
 namespace lockstep::quant::detail {
 

@@ -3,43 +3,62 @@
 #include "backend/cpu/activation_rows.h"
 
 #include "backend/activations.h"
+#include "core/check.h"
 
 namespace lockstep::backend {
+namespace {
 
-void GeluMulRowIsa(quant::Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+// Elements [0, n) in the widest loops level `isa` has: `wide(at, len)` (AVX-512, multiples of
+// 8), then `narrow(at, len)` (AVX2, multiples of 4), then `one(i)` for what is left.
+template <class Wide, class Narrow, class One>
+void ByLevel(quant::Isa isa, int64_t n, Wide wide, Narrow narrow, One one) {
   int64_t i = 0;
   if (isa >= quant::Isa::kAvx512) {
     i = n / 8 * 8;
-    detail::GeluMulRowAvx512(gate, up, out, i);
+    wide(0, i);
   }
   if (isa >= quant::Isa::kAvx2) {
     const int64_t end = i + (n - i) / 4 * 4;
-    detail::GeluMulRowAvx2(gate + i, up + i, out + i, end - i);
+    narrow(i, end - i);
     i = end;
   }
-  for (; i < n; ++i) out[i] = GeluTanh(gate[i]) * up[i];
+  for (; i < n; ++i) one(i);
 }
 
-void SoftcapRowIsa(quant::Isa isa, const float* x, float cap, float* out, int64_t n) {
-  int64_t i = 0;
-  if (isa >= quant::Isa::kAvx512) {
-    i = n / 8 * 8;
-    detail::SoftcapRowAvx512(x, cap, out, i);
-  }
-  if (isa >= quant::Isa::kAvx2) {
-    const int64_t end = i + (n - i) / 4 * 4;
-    detail::SoftcapRowAvx2(x + i, cap, out + i, end - i);
-    i = end;
-  }
-  for (; i < n; ++i) out[i] = cap * Tanh(x[i] / cap);
+void GeluMulRowAt(quant::Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+  ByLevel(
+      isa, n,
+      [&](int64_t at, int64_t len) { detail::GeluMulRowAvx512(gate + at, up + at, out + at, len); },
+      [&](int64_t at, int64_t len) { detail::GeluMulRowAvx2(gate + at, up + at, out + at, len); },
+      [&](int64_t i) { out[i] = GeluTanh(gate[i]) * up[i]; });
 }
+
+void SoftcapRowAt(quant::Isa isa, const float* x, float cap, float* out, int64_t n) {
+  ByLevel(
+      isa, n,
+      [&](int64_t at, int64_t len) { detail::SoftcapRowAvx512(x + at, cap, out + at, len); },
+      [&](int64_t at, int64_t len) { detail::SoftcapRowAvx2(x + at, cap, out + at, len); },
+      [&](int64_t i) { out[i] = cap * Tanh(x[i] / cap); });
+}
+
+}  // namespace
 
 void GeluMulRow(const float* gate, const float* up, float* out, int64_t n) {
-  GeluMulRowIsa(quant::CpuIsa(), gate, up, out, n);
+  GeluMulRowAt(quant::CpuIsa(), gate, up, out, n);
 }
 
 void SoftcapRow(const float* x, float cap, float* out, int64_t n) {
-  SoftcapRowIsa(quant::CpuIsa(), x, cap, out, n);
+  SoftcapRowAt(quant::CpuIsa(), x, cap, out, n);
+}
+
+void GeluMulRowIsa(quant::Isa isa, const float* gate, const float* up, float* out, int64_t n) {
+  CHECKF(quant::CpuHasIsa(isa), "GeluMulRow: this CPU lacks {}", quant::IsaName(isa));
+  GeluMulRowAt(isa, gate, up, out, n);
+}
+
+void SoftcapRowIsa(quant::Isa isa, const float* x, float cap, float* out, int64_t n) {
+  CHECKF(quant::CpuHasIsa(isa), "SoftcapRow: this CPU lacks {}", quant::IsaName(isa));
+  SoftcapRowAt(isa, x, cap, out, n);
 }
 
 }  // namespace lockstep::backend
