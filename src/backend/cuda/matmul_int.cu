@@ -5,7 +5,6 @@
 // (int_gemv.cuh). One and two rows of the 256-element formats read their activation rows from
 // shared memory (matmul_int_staged.cuh); more rows, the 32-element formats, expert tasks and
 // devices before sm_80 keep them in L1 (DotColumn).
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -272,12 +271,11 @@ bool LaunchStaged(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, co
     const int limit = StagedSmemLimit();
     if (smem > limit) return false;
     constexpr auto kernel = StagedActKernel<F, R>;
-    static std::atomic<int> raised{0};  // the kernel's dynamic shared-memory limit, once
-    if (smem > 48 * 1024 && raised.load() < limit) {
-      LS_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-      raised.store(limit);
-    }
+    // Set on every launch (cheap), as the other kernels do: one process may drive several
+    // devices.
+    if (smem > 48 * 1024)
+      LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
     const dim3 grid(CeilDiv(n_out, kColsPerBlock), CeilDiv(rows, R));
     kernel<<<grid, kColsPerBlock * kWarp, smem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
                                                           nblk, n_out, x, rows, y);

@@ -87,13 +87,12 @@ __device__ SharedRows<F> IssueActivations(const ActRows& x, int64_t r0, int nr, 
 }
 
 template <class F, int R>
-__device__ __forceinline__ void StoreColumn(float* acc, int64_t col, int64_t n_out, int64_t r0,
-                                            int nr, float* __restrict__ y) {
+__device__ __forceinline__ void StoreColumn(const float* acc, int64_t col, int64_t n_out,
+                                            int64_t r0, int nr, float* __restrict__ y) {
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const float s = Acc8Tree(acc[r]);
-    if (threadIdx.x % kWarp == 0 && r < nr && col < n_out) y[(r0 + r) * n_out + col] = s;
-    acc[r] = 0.0f;
+    if (threadIdx.x % kWarp == 0 && r < nr) y[(r0 + r) * n_out + col] = s;
   }
 }
 
