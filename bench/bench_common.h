@@ -1,4 +1,4 @@
-// Timing and byte-count helpers shared by the model benchmarks.
+// Command-line, timing and byte-count helpers shared by the benchmarks.
 #pragma once
 
 #include <unistd.h>
@@ -6,12 +6,53 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "model/model.h"
 
 namespace lockstep::bench {
+
+// True when the command line asks for the usage (`--help` or `-h`, anywhere): checked before
+// any option is parsed, so the request is never taken for an option's value.
+inline bool WantsHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+  return false;
+}
+
+// One bench's usage text and the ways its command line ends early. A bench can run for minutes
+// or write a model file before its first line of output, so help exits 0 before any of that,
+// and a typo or a missing value exits 2 naming the option, never benchmarking a default instead.
+struct Usage {
+  const char* program;  // prefixes error lines
+  const char* text;     // "usage: ..." then each option, its meaning and its default
+
+  // Prints the usage to stdout and exits 0 when the command line asks for it.
+  void HelpIfAsked(int argc, char** argv) const {
+    if (!WantsHelp(argc, argv)) return;
+    std::fputs(text, stdout);
+    std::exit(0);
+  }
+
+  // What was wrong, then the usage, on stderr; exit status 2 (a usage error).
+  [[noreturn]] void Error(const std::string& what) const {
+    std::fprintf(stderr, "%s: %s\n%s", program, what.c_str(), text);
+    std::exit(2);
+  }
+
+  [[noreturn]] void Unknown(const std::string& arg) const { Error("unknown option " + arg); }
+
+  // The value of the option at argv[*i], moving *i onto it. A following "--option" counts as
+  // missing: `--model --threads 2` is a forgotten path, not a model named "--threads".
+  const char* Value(int argc, char** argv, int* i) const {
+    if (*i + 1 >= argc || std::strncmp(argv[*i + 1], "--", 2) == 0)
+      Error(std::string("option ") + argv[*i] + " needs a value");
+    return argv[++*i];
+  }
+};
 
 using Clock = std::chrono::steady_clock;
 

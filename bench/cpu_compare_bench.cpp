@@ -6,12 +6,9 @@
 // matmuls on tiles (the path before grouped experts), --unpacked-experts leaves MoE experts
 // mmapped. Every path gives the same bits; only the time differs. Figures are the best of the
 // alternating runs (on a shared machine contention only ever slows a run), medians alongside.
-// Usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] [--pp 128,512] [--tg 64]
-//                          [--reps N] [--unpacked-experts] [--moe-pairs]
-//        cpu_compare_bench --write-preset d17b|moe4b|e4b|26b-a4b|31b PATH [MIX]
-//            (a synthetic model, F16, or written directly in a `lockstep quantize` mix such as
-//            Q4_K_M: the same tensor types quantize would choose, without a 62 GB float file
-//            for the 31B)
+// --write-preset writes a synthetic model, F16 or directly in a `lockstep quantize` mix such as
+// Q4_K_M (the tensor types quantize would choose, without a 62 GB float file for the 31B).
+// Options: kUsage below, or `cpu_compare_bench --help`.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +27,24 @@ namespace {
 
 using bench::Clock;
 using bench::Seconds;
+
+constexpr bench::Usage kUsage{
+    "cpu_compare_bench",
+    "usage: cpu_compare_bench --model PATH [options]\n"
+    "       cpu_compare_bench --write-preset NAME PATH [MIX]\n"
+    "CPU prefill and decode of a GGUF, tile kernels against other paths, run alternately.\n"
+    "  --model PATH         the model to run (required)\n"
+    "  --baseline           also time the row-by-row quantized path (default: off)\n"
+    "  --moe-pairs          also time MoE experts one (row, expert) pair at a time (default: off)\n"
+    "  --unpacked-experts   read MoE experts from the mmapped file (default: packed copies)\n"
+    "  --threads N,N,...    thread counts, one model load each (default 1,2)\n"
+    "  --pp N,N,...         prefill batch lengths (default 128,512)\n"
+    "  --tg N               decode steps after a 16-token prefix (default 64)\n"
+    "  --reps N             alternating runs of every path; the best is shown (default 3)\n"
+    "  --write-preset NAME PATH [MIX]\n"
+    "                       write the synthetic model NAME (d17b, moe4b, e4b, 26b-a4b, 31b) to\n"
+    "                       PATH and exit; MIX: a `lockstep quantize` mix (default: F16)\n"
+    "  -h, --help           print this and exit\n"};
 
 struct Options {
   std::string model;
@@ -178,38 +193,35 @@ int WritePreset(const std::string& name, const std::string& path, const std::str
 
 int main(int argc, char** argv) {
   using namespace lockstep;
+  kUsage.HelpIfAsked(argc, argv);
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const bool more = i + 1 < argc;
-    if (a == "--write-preset" && i + 2 < argc)
+    if (a == "--write-preset") {
+      if (i + 2 >= argc) kUsage.Error("option --write-preset needs NAME and PATH");
       return WritePreset(argv[i + 1], argv[i + 2], i + 3 < argc ? argv[i + 3] : "");
-    if (a == "--model" && more)
-      o.model = argv[++i];
+    }
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (a == "--model")
+      o.model = value();
     else if (a == "--baseline")
       o.baseline = true;
     else if (a == "--unpacked-experts")
       o.pack_experts = false;
     else if (a == "--moe-pairs")
       o.moe_pairs = true;
-    else if (a == "--threads" && more)
-      o.threads = IntList(argv[++i]);
-    else if (a == "--pp" && more)
-      o.pp = IntList(argv[++i]);
-    else if (a == "--tg" && more)
-      o.tg = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--reps" && more)
-      o.reps = std::max(1, std::atoi(argv[++i]));
-    else {
-      std::fprintf(stderr,
-                   "usage: cpu_compare_bench --model PATH [--baseline] [--threads 1,2] "
-                   "[--pp 128,512] [--tg 64] [--reps N] [--unpacked-experts] [--moe-pairs]\n"
-                   "       cpu_compare_bench --write-preset d17b|moe4b|e4b|26b-a4b|31b PATH "
-                   "[MIX]\n");
-      return 2;
-    }
+    else if (a == "--threads")
+      o.threads = IntList(value());
+    else if (a == "--pp")
+      o.pp = IntList(value());
+    else if (a == "--tg")
+      o.tg = std::max(1, std::atoi(value()));
+    else if (a == "--reps")
+      o.reps = std::max(1, std::atoi(value()));
+    else
+      kUsage.Unknown(a);
   }
-  if (o.model.empty()) Fail("--model is required");
+  if (o.model.empty()) kUsage.Error("--model is required");
   ReadBandwidth bandwidth;
   std::printf(
       "%s: best of %d alternating runs; pp: one batch, tg: %d steps after 16 tokens;\n"

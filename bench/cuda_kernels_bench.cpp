@@ -1,7 +1,7 @@
 // The CUDA kernel lab's timing half: each matmul format at 1..512 activation rows on a weight
 // several times the L2, next to the device-to-device copy bandwidth measured in the same run
 // (the roofline a memory-bound GEMV is held to). Correctness lives in tests/cuda_ops_test.cpp.
-//   cuda_kernels_bench [--formats F16,Q4_K,...] [--rows 1,8,...] [--k K] [--n N]
+// Options: kUsage below, or `cuda_kernels_bench --help`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "bench_common.h"
 #include "core/dtype.h"
 #include "testing/encode.h"
 #include "testing/quant_weights.h"
@@ -33,40 +34,46 @@ struct Args {
   int64_t k = 4096, n = 65536;
 };
 
-[[noreturn]] void Usage() {
-  std::fprintf(stderr,
-               "usage: cuda_kernels_bench [--formats F16,Q4_K,...] [--rows 1,8,...] [--k K] "
-               "[--n N]\n");
-  std::exit(2);
-}
+constexpr bench::Usage kUsage{
+    "cuda_kernels_bench",
+    "usage: cuda_kernels_bench [options]\n"
+    "CUDA matmul per weight format and row count against the device copy bandwidth, then the\n"
+    "small ops of a decode row (prints SKIPPED and exits 0 without a CUDA device).\n"
+    "  --formats F,F,...   weight formats (default F16,BF16,Q8_0,Q6_K,Q5_K,Q4_K,Q4_0,IQ4_XS,\n"
+    "                      MXFP4)\n"
+    "  --rows N,N,...      activation rows per matmul (default 1,2,4,8,16,32,64,512)\n"
+    "  --k K               weight columns (default 4096)\n"
+    "  --n N               weight rows (default 65536)\n"
+    "  -h, --help          print this and exit\n"};
 
-std::vector<std::string> Split(const std::string& s) {
+std::vector<std::string> Split(const std::string& option, const std::string& s) {
   std::vector<std::string> out;
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
-  if (out.empty()) Usage();
+  if (out.empty()) kUsage.Error(option + ": an empty list");
   return out;
 }
 
 Args ParseArgs(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string key = argv[i], value = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string key = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
     if (key == "--formats") {
-      a.formats = Split(value);
+      a.formats = Split(key, value());
     } else if (key == "--rows") {
       a.rows.clear();
-      for (const auto& r : Split(value)) a.rows.push_back(std::max(1, std::atoi(r.c_str())));
+      for (const auto& r : Split(key, value())) a.rows.push_back(std::max(1, std::atoi(r.c_str())));
     } else if (key == "--k") {
-      a.k = std::atoll(value.c_str());
+      a.k = std::atoll(value());
     } else if (key == "--n") {
-      a.n = std::atoll(value.c_str());
+      a.n = std::atoll(value());
     } else {
-      Usage();
+      kUsage.Unknown(key);
     }
   }
-  if (argc % 2 == 0) Usage();
   return a;
 }
 

@@ -1,8 +1,7 @@
 // Decode tokens/s and achieved bandwidth (weight + KV bytes read per token / time) next to the
 // machine's read bandwidth measured right before each run, for F16 / Q8_0 / Q4_K_M of the default
 // model and of a larger-than-cache synthetic model, at 1 and 2 threads; plus 512-token prompt
-// processing. Usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] [--threads N]
-//                     [--type T] [--model PATH]
+// processing. Options: kUsage below, or `decode_bench --help`.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -29,6 +28,55 @@ using bench::KvBytesPerToken;
 using bench::Median;
 using bench::Seconds;
 using bench::WeightBytesPerToken;
+
+constexpr bench::Usage kUsage{
+    "decode_bench",
+    "usage: decode_bench [options]\n"
+    "Decode tokens/s and bandwidth of F16, Q8_0 and Q4_K_M models (quantized copies are\n"
+    "written once under the temp directory's lockstep-bench/, as is the large model).\n"
+    "  --decode N       timed decode steps per run (default 32)\n"
+    "  --pp N           prompt tokens of the prefill row, 0: none (default 512)\n"
+    "  --skip-large     leave out the large synthetic model (default: both models)\n"
+    "  --only-large     leave out the default model (default: both models)\n"
+    "  --threads 1|2    only this thread count (default: 1 and 2)\n"
+    "  --type T         only this type: F16, Q8_0 or Q4_K_M (default: all three)\n"
+    "  --model PATH     the default model, F16 (default models/lockstep-code-target.gguf,\n"
+    "                   relative to the working directory)\n"
+    "  -h, --help       print this and exit\n"};
+
+struct Options {
+  int n_decode = 32, n_pp = 512;
+  bool large = true, only_large = false;
+  int only_threads = 0;  // 0: both 1 and 2
+  std::string only_type;
+  std::string model = "models/lockstep-code-target.gguf";
+};
+
+Options Parse(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (a == "--decode")
+      o.n_decode = std::max(1, std::atoi(value()));
+    else if (a == "--pp")
+      o.n_pp = std::max(0, std::atoi(value()));
+    else if (a == "--skip-large")
+      o.large = false;
+    else if (a == "--only-large")
+      o.only_large = true;
+    else if (a == "--threads")
+      o.only_threads = std::atoi(value());
+    else if (a == "--type")
+      o.only_type = value();
+    else if (a == "--model")
+      o.model = value();
+    else
+      kUsage.Unknown(a);
+  }
+  return o;
+}
 
 struct Row {
   std::string model, type;
@@ -145,54 +193,27 @@ std::string LargeModel(const fs::path& dir) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  int n_decode = 32, n_pp = 512;
-  bool large = true, only_large = false;
-  int only_threads = 0;
-  std::string only_type;
-  std::string def = "models/lockstep-code-target.gguf";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--decode" && i + 1 < argc)
-      n_decode = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--pp" && i + 1 < argc)
-      n_pp = std::max(0, std::atoi(argv[++i]));
-    else if (a == "--skip-large")
-      large = false;
-    else if (a == "--only-large")
-      only_large = true;
-    else if (a == "--threads" && i + 1 < argc)
-      only_threads = std::atoi(argv[++i]);
-    else if (a == "--type" && i + 1 < argc)
-      only_type = argv[++i];
-    else if (a == "--model" && i + 1 < argc)
-      def = argv[++i];
-    else {
-      std::fprintf(stderr,
-                   "usage: decode_bench [--decode N] [--pp N] [--skip-large | --only-large] "
-                   "[--threads 1|2] [--type F16|Q8_0|Q4_K_M] [--model P]\n");
-      return 2;
-    }
-  }
+  const Options o = Parse(argc, argv);
   const fs::path dir = fs::temp_directory_path() / "lockstep-bench";
   fs::create_directories(dir);
   std::vector<std::pair<std::string, std::vector<std::pair<std::string, std::string>>>> models;
-  if (!only_large) models.emplace_back("default", Variants(def, dir, "default"));
-  if (large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
+  if (!o.only_large) models.emplace_back("default", Variants(o.model, dir, "default"));
+  if (o.large) models.emplace_back("large", Variants(LargeModel(dir), dir, "large"));
 
   ReadBandwidth bandwidth;
   std::printf(
       "decode: %d runs of %d tokens after a 32-token prefix, medians; each run right "
       "after a read-bandwidth measurement (bw GB/s); pp: one %d-token batch\n",
-      kReps, n_decode, n_pp);
+      kReps, o.n_decode, o.n_pp);
   std::printf("%-8s %-7s %3s %9s %9s %8s %8s %8s %8s %9s\n", "model", "type", "thr", "wMiB/tok",
               "tok/s", "GB/s", "bw GB/s", "bw_frac", "vs_F16", "pp tok/s");
   for (const auto& [label, variants] : models) {
     for (int threads : {1, 2}) {
-      if (only_threads != 0 && threads != only_threads) continue;
+      if (o.only_threads != 0 && threads != o.only_threads) continue;
       double f16_tok_s = 0;
       for (const auto& [type, path] : variants) {
-        if (!only_type.empty() && type != only_type) continue;
-        const Row r = Measure(label, type, path, threads, n_decode, n_pp, bandwidth);
+        if (!o.only_type.empty() && type != o.only_type) continue;
+        const Row r = Measure(label, type, path, threads, o.n_decode, o.n_pp, bandwidth);
         if (type == "F16") f16_tok_s = r.tok_s;
         char vs[16] = "-";
         if (f16_tok_s > 0) std::snprintf(vs, sizeof(vs), "%.2f", r.tok_s / f16_tok_s);

@@ -1,10 +1,7 @@
 // Multi-sequence decode through the engine: aggregate and per-sequence tokens/s, ms per step and
 // the ratio to one sequence for N sequences decoding together, next to plain engine::Generate,
 // the read bandwidth and the KV bytes per sequence of a 26B-A4B-shaped cache against llama.cpp.
-//   engine_bench [--model FILE] [--device cpu|cuda] [--threads N] [--tokens N] [--seqs 1,2,4,8,16]
-//                [--reps R] [--json]
-// Without --model: the synthetic BandwidthSpec target (262,144-token vocabulary, F16, ~1.26 GB),
-// written once under the temp directory.
+// Options: kUsage below, or `engine_bench --help`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "bench_common.h"
 #include "engine/engine.h"
 #include "engine/generate.h"
 #include "kv/kv_cache.h"
@@ -45,51 +43,62 @@ struct Args {
   std::exit(1);
 }
 
-[[noreturn]] void Usage() {
-  std::fprintf(stderr,
-               "usage: engine_bench [--model FILE] [--device cpu|cuda] [--threads N] [--tokens N] "
-               "[--seqs 1,2,4,...] "
-               "[--reps R] [--cache-type f32|f16|bf16] [--json]\n");
-  std::exit(2);
-}
+constexpr bench::Usage kUsage{
+    "engine_bench",
+    "usage: engine_bench [options]\n"
+    "Multi-sequence decode through the engine next to plain Generate, tokens/s and bandwidth.\n"
+    "  --model FILE                the target (default: the synthetic BandwidthSpec target,\n"
+    "                              262,144-token vocabulary, F16, ~1.26 GB, written once to\n"
+    "                              the temp directory's lockstep-bench/bandwidth-F16.gguf)\n"
+    "  --device cpu|cuda           backend (default cpu)\n"
+    "  --threads N                 CPU threads (default 2)\n"
+    "  --tokens N                  timed decode steps per run (default 32)\n"
+    "  --seqs N,N,...              sequences decoding together, one row each (default\n"
+    "                              1,2,4,8,16)\n"
+    "  --reps R                    runs per row; medians are shown (default 3)\n"
+    "  --cache-type f32|f16|bf16   K and V cache element type (default f32)\n"
+    "  --json                      one JSON object instead of the table (default: table)\n"
+    "  -h, --help                  print this and exit\n"};
 
-std::vector<int> ParseList(const std::string& s) {
+std::vector<int> ParseList(const std::string& option, const std::string& s) {
   std::vector<int> out;
   std::stringstream in(s);
   for (std::string item; std::getline(in, item, ',');) {
     const int n = std::atoi(item.c_str());
-    if (n < 1) Usage();
+    if (n < 1) kUsage.Error(option + ": '" + item + "' is not a positive integer");
     out.push_back(n);
   }
-  if (out.empty()) Usage();
+  if (out.empty()) kUsage.Error(option + ": an empty list");
   return out;
 }
 
 Args ParseArgs(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (k == "--json")
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (k == "--json") {
       a.json = true;
-    else if (k == "--model" && has_value)
-      a.model = argv[++i];
-    else if (k == "--device" && has_value)
-      a.device = argv[++i];
-    else if (k == "--threads" && has_value)
-      a.threads = std::max(1, std::atoi(argv[++i]));
-    else if (k == "--tokens" && has_value)
-      a.tokens = std::max(1, std::atoi(argv[++i]));
-    else if (k == "--reps" && has_value)
-      a.reps = std::max(1, std::atoi(argv[++i]));
-    else if (k == "--seqs" && has_value)
-      a.seqs = ParseList(argv[++i]);
-    else if (k == "--cache-type" && has_value) {
-      auto t = kv::ParseCacheType(argv[++i]);
-      if (!t.ok()) Die(t.status());
+    } else if (k == "--model") {
+      a.model = value();
+    } else if (k == "--device") {
+      a.device = value();
+    } else if (k == "--threads") {
+      a.threads = std::max(1, std::atoi(value()));
+    } else if (k == "--tokens") {
+      a.tokens = std::max(1, std::atoi(value()));
+    } else if (k == "--reps") {
+      a.reps = std::max(1, std::atoi(value()));
+    } else if (k == "--seqs") {
+      a.seqs = ParseList(k, value());
+    } else if (k == "--cache-type") {
+      auto t = kv::ParseCacheType(value());
+      if (!t.ok()) kUsage.Error(k + ": " + t.status().message());
       a.cache = *t;
-    } else
-      Usage();
+    } else {
+      kUsage.Unknown(k);
+    }
   }
   return a;
 }

@@ -6,8 +6,7 @@
 // With --rows R, R activation rows share each call (decode of R sequences together).
 // Types with packed kernels at this CPU's level (quant/packed.h) are measured both ways, the
 // packed copy and the plain rows, in alternating rounds, with the ratio.
-// Usage: matvec_bench [--threads N] [--types F16,Q8_0,...] [--mib M] [--reps R] [--k K] [--n N]
-//                     [--rows R]
+// Options: kUsage below, or `matvec_bench --help`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "bench_common.h"
 #include "core/dtype.h"
 #include "quant/quant.h"
 #include "read_bandwidth.h"
@@ -26,6 +26,19 @@ namespace lockstep {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr bench::Usage kUsage{
+    "matvec_bench",
+    "usage: matvec_bench [options]\n"
+    "MatMul throughput per weight type as GB/s of weight bytes, next to the read bandwidth.\n"
+    "  --threads N        CPU threads (default 2)\n"
+    "  --types T,T,...    weight types (default F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16)\n"
+    "  --mib M            MiB of weights streamed per pass (default 256)\n"
+    "  --reps R           passes; the best is shown (default 20)\n"
+    "  --k K              weight columns, at least 256 (default 4096)\n"
+    "  --n N              weight rows; copies fill M MiB (default: one matrix of M MiB)\n"
+    "  --rows R           activation rows per call (default 1)\n"
+    "  -h, --help         print this and exit\n"};
 
 double Seconds(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -62,13 +75,42 @@ std::vector<DType> ParseTypes(const std::string& list) {
   std::string name;
   while (std::getline(ss, name, ',')) {
     const auto t = DTypeFromName(name);
-    if (!t) {
-      std::fprintf(stderr, "matvec_bench: unknown type '%s'\n", name.c_str());
-      std::exit(2);
-    }
+    if (!t) kUsage.Error("--types: unknown type '" + name + "'");
     out.push_back(*t);
   }
   return out;
+}
+
+struct Options {
+  int threads = 2, reps = 20;
+  int64_t mib = 256, k = 4096, n_fixed = 0, rows = 1;  // n_fixed 0: one matrix of mib MiB
+  std::vector<DType> types = ParseTypes("F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16");
+};
+
+Options Parse(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (a == "--threads")
+      o.threads = std::max(1, std::atoi(value()));
+    else if (a == "--types")
+      o.types = ParseTypes(value());
+    else if (a == "--mib")
+      o.mib = std::max<int64_t>(1, std::atoll(value()));
+    else if (a == "--k")
+      o.k = std::max<int64_t>(256, std::atoll(value()));
+    else if (a == "--n")
+      o.n_fixed = std::max<int64_t>(1, std::atoll(value()));
+    else if (a == "--rows")
+      o.rows = std::max<int64_t>(1, std::atoll(value()));
+    else if (a == "--reps")
+      o.reps = std::max(1, std::atoi(value()));
+    else
+      kUsage.Unknown(a);
+  }
+  return o;
 }
 
 }  // namespace
@@ -76,42 +118,16 @@ std::vector<DType> ParseTypes(const std::string& list) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
-  int threads = 2, reps = 20;
-  int64_t mib = 256, k = 4096, n_fixed = 0, rows = 1;
-  std::string types = "F16,Q8_0,Q4_K,Q6_K,Q4_0,Q5_0,Q2_K,Q3_K,BF16";
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc)
-      threads = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--types" && i + 1 < argc)
-      types = argv[++i];
-    else if (a == "--mib" && i + 1 < argc)
-      mib = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (a == "--k" && i + 1 < argc)
-      k = std::max<int64_t>(256, std::atoll(argv[++i]));
-    else if (a == "--n" && i + 1 < argc)
-      n_fixed = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (a == "--rows" && i + 1 < argc)
-      rows = std::max<int64_t>(1, std::atoll(argv[++i]));
-    else if (a == "--reps" && i + 1 < argc)
-      reps = std::max(1, std::atoi(argv[++i]));
-    else {
-      std::fprintf(
-          stderr,
-          "usage: matvec_bench [--threads N] [--types T1,T2,...] [--mib M] [--reps R] [--k K] "
-          "[--n N] [--rows R]\n"
-          "  streams M MiB of [K, N] weights (default 256 MiB, K 4096, one matrix) "
-          "through MatMul with R activation rows (default 1)\n");
-      return 2;
-    }
-  }
+  const Options o = Parse(argc, argv);
+  const int threads = o.threads, reps = o.reps;
+  const int64_t mib = o.mib, k = o.k, n_fixed = o.n_fixed, rows = o.rows;
   const double bw = ReadBandwidth().Measure(threads) / 1e9;
   std::printf("read bandwidth (%d threads): %.2f GB/s; kernels: %s\n", threads, bw,
               std::string(quant::IsaName(quant::CpuIsa())).c_str());
   std::printf("%-7s %-7s %8s %8s %10s %8s %8s\n", "type", "layout", "k", "n", "us/call", "GB/s",
               "bw_frac");
   backend::CpuBackend be(threads);
-  for (DType t : ParseTypes(types)) {
+  for (DType t : o.types) {
     if (!quant::CanQuantize(t)) {
       std::printf("%-7s (skipped: lockstep has no quantizer to make a random %s matrix)\n",
                   std::string(Name(t)).c_str(), std::string(Name(t)).c_str());

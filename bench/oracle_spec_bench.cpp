@@ -3,9 +3,7 @@
 // 1.0 by construction) at K = 1..kmax. Prints the verify pass's cost next to a plain step and
 // the speedup a perfect drafter would give, so a real drafter's gain can be predicted from its
 // acceptance. Every speculative run must emit the plain tokens (checked).
-//   oracle_spec_bench [--model FILE] [--device cpu|cuda] [--threads N] [--n N] [--kmax K]
-// Without --model: the synthetic BandwidthSpec target (262,144-token vocabulary, F16) that
-// engine_bench writes under the temp directory.
+// Options: kUsage below, or `oracle_spec_bench --help`.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -37,30 +35,37 @@ struct Args {
   std::exit(1);
 }
 
-[[noreturn]] void Usage() {
-  std::fprintf(stderr,
-               "usage: oracle_spec_bench [--model FILE] [--device cpu|cuda] [--threads N] "
-               "[--n N] [--kmax K]\n");
-  std::exit(2);
-}
+constexpr bench::Usage kUsage{
+    "oracle_spec_bench",
+    "usage: oracle_spec_bench [options]\n"
+    "The ceiling of speculative decoding: a drafter that is always right, at K = 1..kmax.\n"
+    "  --model FILE        the target (default: the synthetic BandwidthSpec target, F16, that\n"
+    "                      engine_bench writes to the temp directory's\n"
+    "                      lockstep-bench/bandwidth-F16.gguf; written here if missing)\n"
+    "  --device cpu|cuda   backend (default cpu)\n"
+    "  --threads N         CPU threads (default 2)\n"
+    "  --n N               greedy tokens per run, at least 2 (default 128)\n"
+    "  --kmax K            largest draft length (default 8)\n"
+    "  -h, --help          print this and exit\n"};
 
 Args ParseArgs(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
   Args a;
-  if (argc % 2 == 0) Usage();
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
     if (k == "--model")
-      a.model = v;
+      a.model = value();
     else if (k == "--device")
-      a.device = v;
+      a.device = value();
     else if (k == "--threads")
-      a.threads = std::max(1, std::atoi(v.c_str()));
+      a.threads = std::max(1, std::atoi(value()));
     else if (k == "--n")
-      a.n = std::max(2, std::atoi(v.c_str()));
+      a.n = std::max(2, std::atoi(value()));
     else if (k == "--kmax")
-      a.kmax = std::max(1, std::atoi(v.c_str()));
+      a.kmax = std::max(1, std::atoi(value()));
     else
-      Usage();
+      kUsage.Unknown(k);
   }
   return a;
 }

@@ -1,5 +1,6 @@
 // Dot-kernel throughput per weight type (GB/s of weight bytes, 1-row and 8-row batches) next to
 // a measured memory read bandwidth (large buffer sum); `membw_frac` is their ratio.
+// Options (Google Benchmark's flags): kUsage below, or `quant_bench --help`.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -7,12 +8,28 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "core/dtype.h"
 #include "quant/quant.h"
 #include "read_bandwidth.h"
 
 namespace lockstep::quant {
 namespace {
+
+constexpr bench::Usage kUsage{
+    "quant_bench",
+    "usage: quant_bench [--benchmark_FLAG=VALUE ...]\n"
+    "Dot-kernel GB/s per weight type at 1 and 8 activation rows, next to the read bandwidth.\n"
+    "  --benchmark_filter=REGEX          only the benchmarks whose name (Dot/TYPE/batch1 or\n"
+    "                                    Dot/TYPE/batch8) matches (default: all)\n"
+    "  --benchmark_repetitions=N         runs of each benchmark (default 1)\n"
+    "  --benchmark_format=console|json|csv\n"
+    "                                    stdout format (default console)\n"
+    "  --benchmark_out=FILE              also write the results to FILE (default: none)\n"
+    "  --benchmark_list_tests=true       list the benchmark names, run none (default false)\n"
+    "  --benchmark_min_time has no effect here: each benchmark runs at least 0.3 s.\n"
+    "  The other --benchmark_* flags are Google Benchmark's, listed after this text by --help.\n"
+    "  -h, --help                        print this and Google Benchmark's flags, and exit\n"};
 
 constexpr int64_t kK = 4096;
 constexpr size_t kWeightBytesTarget = 64u << 20;  // larger than the caches: a streaming read
@@ -51,6 +68,21 @@ void DotBench(benchmark::State& state, DType t, int batch, double membw) {
 
 int main(int argc, char** argv) {
   using namespace lockstep;
+  if (bench::WantsHelp(argc, argv)) {
+    std::fputs(quant::kUsage.text, stdout);
+    std::printf("\nGoogle Benchmark's flags:\n");
+    benchmark::PrintDefaultHelp();
+    return 0;
+  }
+  // Initialize takes out of argv the flags it knows; anything left would be ignored and the whole
+  // suite run, so it is a usage error (a --benchmark_ flag left is misspelt or lacks its =VALUE).
+  benchmark::Initialize(&argc, argv);
+  if (argc > 1) {
+    const std::string a = argv[1];
+    quant::kUsage.Error(a.rfind("--benchmark_", 0) == 0
+                            ? a + ": not a Google Benchmark flag, or its =VALUE is missing"
+                            : "unknown option " + a);
+  }
   const double membw = ReadBandwidth().Measure(1);  // the benchmarks run on one thread
   std::printf("memory read bandwidth (1 thread, 512 MiB sum, best of 3): %.2f GB/s\n", membw / 1e9);
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::MXFP4,
@@ -63,7 +95,6 @@ int main(int argc, char** argv) {
           ->UseRealTime();
     }
   }
-  benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,10 +1,7 @@
 // `lockstep serve` under N concurrent streaming clients: requests/s, output tokens/s, time to
 // first token and inter-token latency percentiles, and whether every output equals its N = 1 run.
-//   serve_bench [--model FILE] [--draft FILE|none] [--clients 1,4,16,32] [--requests R]
-//               [--tokens N] [--threads T]
-// Defaults: the embedded default pair, R = 32 requests per level, 64 tokens each (ignore_eos, so
-// every request is the same length), greedy. The server runs in-process on a free port with as
-// many slots as the largest N.
+// Every request is the same length (ignore_eos) and greedy; the server runs in-process on a free
+// port with as many slots as the largest N. Options: kUsage below, or `serve_bench --help`.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,12 +15,29 @@
 
 #include <fmt/format.h>
 
+#include "bench_common.h"
 #include "testing/serve.h"
 
 namespace lockstep {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr bench::Usage kUsage{
+    "serve_bench",
+    "usage: serve_bench [options]\n"
+    "Throughput, latency and exactness of an in-process `lockstep serve` under N clients.\n"
+    "  --model FILE        target model\n"
+    "                      (default " LOCKSTEP_SOURCE_DIR
+    "/models/lockstep-code-target.gguf)\n"
+    "  --draft FILE|none   drafter, none: no speculation\n"
+    "                      (default " LOCKSTEP_SOURCE_DIR
+    "/models/lockstep-code-assistant.gguf)\n"
+    "  --clients N,N,...   concurrent clients, one table row per level (default 1,4,16,32)\n"
+    "  --requests R        requests per level (default 32)\n"
+    "  --tokens N          tokens per request, end of sequence ignored (default 64)\n"
+    "  --threads T         server threads (default 2)\n"
+    "  -h, --help          print this and exit\n"};
 
 struct Args {
   std::string model = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
@@ -111,26 +125,32 @@ Level RunLevel(const testing::InProcessServer& server, int n_clients, const Args
 }
 
 Args Parse(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--model")
-      a.model = v;
-    else if (k == "--draft")
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (k == "--model") {
+      a.model = value();
+    } else if (k == "--draft") {
+      const std::string v = value();
       a.draft = v == "none" ? "" : v;
-    else if (k == "--requests")
-      a.requests = std::atoi(v.c_str());
-    else if (k == "--tokens")
-      a.tokens = std::atoi(v.c_str());
-    else if (k == "--threads")
-      a.threads = std::atoi(v.c_str());
-    else if (k == "--clients") {
+    } else if (k == "--requests") {
+      a.requests = std::atoi(value());
+    } else if (k == "--tokens") {
+      a.tokens = std::atoi(value());
+    } else if (k == "--threads") {
+      a.threads = std::atoi(value());
+    } else if (k == "--clients") {
       a.clients.clear();
-      std::stringstream ss(v);
-      for (std::string n; std::getline(ss, n, ',');) a.clients.push_back(std::atoi(n.c_str()));
+      std::stringstream ss(value());
+      for (std::string n; std::getline(ss, n, ',');) {
+        a.clients.push_back(std::atoi(n.c_str()));
+        if (a.clients.back() < 1) kUsage.Error(k + ": '" + n + "' is not a positive integer");
+      }
+      if (a.clients.empty()) kUsage.Error(k + ": an empty list");
     } else {
-      std::fprintf(stderr, "serve_bench: unknown option %s\n", k.c_str());
-      std::exit(2);
+      kUsage.Unknown(k);
     }
   }
   return a;

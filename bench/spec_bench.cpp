@@ -2,12 +2,7 @@
 // K = 1..6 and of plain decoding of the same prompts, each prompt's plain run right before its
 // speculative one, with speedup, acceptance and tokens per target pass, next to the machine's
 // instruction-set level and measured read bandwidth. Checks that every speculative run
-// emitted exactly the plain tokens.
-//   spec_bench [target.gguf draft.gguf] [--threads N] [--n N] [--kmax K] [--prompts-file F]
-// Without paths: models/lockstep-code-{target,assistant}.gguf when present, else a synthetic
-// MoE target with an echo drafter (written to the temp directory). --prompts-file: one JSON
-// array of token ids (or JSON string of text) per line, as `lockstep generate --prompts-file`;
-// default: four Python prompts (a function, a class, a test, a script).
+// emitted exactly the plain tokens. Options: kUsage below, or `spec_bench --help`.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +11,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "bench_common.h"
 #include "cli/common.h"
 #include "core/status.h"
 #include "engine/generate.h"
@@ -30,6 +26,21 @@ namespace fs = std::filesystem;
 using namespace lockstep;
 
 namespace {
+
+constexpr bench::Usage kUsage{
+    "spec_bench",
+    "usage: spec_bench [TARGET DRAFT] [options]\n"
+    "CPU decode with and without speculation, K = 1..kmax, each checked equal to plain.\n"
+    "  TARGET DRAFT        the target and drafter models (default: the source tree's\n"
+    "                      models/lockstep-code-{target,assistant}.gguf when present, else a\n"
+    "                      synthetic MoE target and echo drafter written to the temp\n"
+    "                      directory's lockstep-bench/)\n"
+    "  --threads N         CPU threads (default 2)\n"
+    "  --n N               greedy tokens per prompt (default 96)\n"
+    "  --kmax K            largest draft length (default 6)\n"
+    "  --prompts-file F    one JSON array of token ids or JSON string of text per line, as\n"
+    "                      `lockstep generate --prompts-file` (default: four Python prompts)\n"
+    "  -h, --help          print this and exit\n"};
 
 const char* kPrompts[] = {
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
@@ -137,27 +148,43 @@ Expected<KResult> MeasureK(const model::Model& target, const model::Model& draft
   return m;
 }
 
+struct Options {
+  int threads = 2, n_predict = 96, k_max = 6;
+  std::string prompts_file;
+  std::vector<std::string> paths;  // none or target and drafter
+};
+
+Options Parse(int argc, char** argv) {
+  kUsage.HelpIfAsked(argc, argv);
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&] { return kUsage.Value(argc, argv, &i); };
+    if (a == "--threads")
+      o.threads = std::atoi(value());
+    else if (a == "--n")
+      o.n_predict = std::atoi(value());
+    else if (a == "--kmax")
+      o.k_max = std::atoi(value());
+    else if (a == "--prompts-file")
+      o.prompts_file = value();
+    else if (a.rfind("-", 0) == 0)
+      kUsage.Unknown(a);
+    else
+      o.paths.push_back(a);
+  }
+  if (!o.paths.empty() && o.paths.size() != 2)
+    kUsage.Error("expected TARGET and DRAFT (two paths) or none, got " +
+                 std::to_string(o.paths.size()));
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Paths paths;
-  int threads = 2, n_predict = 96, k_max = 6;
-  std::string prompts_file;
-  std::vector<std::string> pos;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--threads" && i + 1 < argc)
-      threads = std::atoi(argv[++i]);
-    else if (a == "--n" && i + 1 < argc)
-      n_predict = std::atoi(argv[++i]);
-    else if (a == "--kmax" && i + 1 < argc)
-      k_max = std::atoi(argv[++i]);
-    else if (a == "--prompts-file" && i + 1 < argc)
-      prompts_file = argv[++i];
-    else
-      pos.push_back(a);
-  }
-  paths = pos.size() >= 2 ? Paths{pos[0], pos[1]} : DefaultPaths();
+  const Options o = Parse(argc, argv);
+  const int threads = o.threads, n_predict = o.n_predict, k_max = o.k_max;
+  const Paths paths = o.paths.empty() ? DefaultPaths() : Paths{o.paths[0], o.paths[1]};
   backend::CpuBackend be(threads);
   auto target = model::Model::Load(paths.target, be);
   auto draft = model::Model::Load(paths.draft, be);
@@ -167,7 +194,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const auto prompts =
-      prompts_file.empty() ? Prompts(**target) : PromptsFromFile(prompts_file, **target);
+      o.prompts_file.empty() ? Prompts(**target) : PromptsFromFile(o.prompts_file, **target);
   std::printf("target %s\ndraft  %s%s\nthreads %d, %zu prompts, %d tokens each, greedy\n",
               paths.target.c_str(), paths.draft.c_str(), paths.synthetic ? " (synthetic echo)" : "",
               threads, prompts.size(), n_predict);
