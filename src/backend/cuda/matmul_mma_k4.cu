@@ -1,9 +1,11 @@
 // The integer path's tensor-core kernel for Q4_K and Q5_K, the bulk of a Q4_K_M file. Raw weight
 // blocks and quantized activation rows stream into shared memory through a 3-stage cp.async
-// pipeline (the copy of block b + 2 runs under the MMAs of block b), and MMA fragments are cut
-// from the raw nibbles as they are read. One m16n8k32 MMA covers one 32-element sub-block, so its
-// exact int32 sum takes the sub-block's 6-bit scale once; the mins term is an exact 8-term
-// integer dot (dp2a) of the sub-block mins with the rows' 16-level sums. Every block's float
+// pipeline (the copy of block b + 2 runs under the MMAs of block b), and MMA fragments are read
+// with ldmatrix and cut from the raw nibbles. One m16n8k32 MMA covers one 32-element sub-block, so
+// its exact int32 sum takes the sub-block's 6-bit scale once; the mins term (sum over sub-blocks
+// of min times the activations' sum) is a second MMA per sub-block whose A operand is the min
+// repeated over the sub-block, accumulated in the MMA's own accumulator: the same exact integer
+// as quant::DotRow's mins dot, with no per-element integer work. Every block's float
 // contribution and every partial's place in the Acc8 tree are those of matmul_mma.cu and
 // quant::DotRow, so the outputs are the CPU's bits whatever the tile or the number of rows.
 #include "backend/cuda/matmul_mma_k4.h"
@@ -29,7 +31,6 @@ template <int kBytes>
 struct alignas(16) Stage {
   uint8_t w[kCols][kBytes];
   int8_t x[kRows][kXStride];
-  int16_t bsum[kRows][16];  // the rows' 16-level sums
   float xd[kRows];
 };
 template <int kBytes>
@@ -72,12 +73,24 @@ __device__ __forceinline__ void WaitAsync() {
 __device__ __forceinline__ void Mma32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
                                       int (&c)[4]) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%10,%11,%12,%13};\n"
       : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0),
         "r"(0));
+#else
+  __trap();
+#endif
+}
+
+// c += A B (the accumulator carried from MMA to MMA).
+__device__ __forceinline__ void MmaAcc32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
+                                         int (&c)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
   __trap();
 #endif
@@ -117,55 +130,86 @@ __device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, i
                 row >= 0);
   }
   const int t = threadIdx.x;
-  if (t < 2 * kRows) {
-    const int64_t row = x_row[t / 2];
-    const int16_t* src = row >= 0 ? x.bsum + row * (x.k / 16) + b * 16 + 8 * (t % 2) : x.bsum;
-    CopyAsync16(&st.bsum[t / 2][8 * (t % 2)], src, row >= 0);
-  } else if (t < 3 * kRows) {
-    const int64_t row = x_row[t - 2 * kRows];
-    CopyAsync4(&st.xd[t - 2 * kRows], row >= 0 ? x.d + row * (x.k / 256) + b : x.d, row >= 0);
+  if (t < kRows) {
+    const int64_t row = x_row[t];
+    CopyAsync4(&st.xd[t], row >= 0 ? x.d + row * (x.k / 256) + b : x.d, row >= 0);
   }
+}
+
+// Four 8x8 matrices of 16-byte rows from shared memory (ldmatrix): lanes 8 m .. 8 m + 7 give
+// the rows of matrix m, and lane l receives word l % 4 of row l / 4 of each: the A or B fragment
+// word of an m16n8k32 MMA whose k range is the 16 bytes of a row.
+__device__ __forceinline__ void LoadMatrices(uint32_t addr, uint32_t (&r)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+#else
+  __trap();
+#endif
+}
+
+__device__ __forceinline__ uint32_t SharedAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
 // The integer sums of one 256-block for the thread's 16 accumulator elements: element e of
 // column tile nt is weight row 16 warp + g8 + 8 (e / 2) and activation row 8 nt + 2 tig + e % 2.
+// isum: sum over sub-blocks j of scale_j times the sub-block's dot; imin: sum over j of min_j
+// times the sub-block's activation sum (the MMA with min_j in every byte of A).
 template <class F>
-__device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, const int (&cols)[2],
-                                          const uint32_t (&sc)[2][2], int g8, int tig,
-                                          int (&isum)[4][4]) {
+__device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, int lane,
+                                          const uint32_t (&sc)[2][2], const uint32_t (&mn)[2][2],
+                                          int (&isum)[4][4], int (&imin)[4][4]) {
   constexpr int kQs = F::kBytes == 176 ? 48 : 16;  // Q5_K's 32 bytes of fifth bits come first
+  const int g8 = lane / 4, tig = lane % 4, m = lane / 8, i8 = lane % 8;
+  // ldmatrix rows: A matrices (columns 0-7 | 8-15) x (k bytes 0-15 | 16-31) of the warp's 16
+  // weight rows; B matrices (k bytes 0-15 | 16-31) x (tile rows 8 nt .. +7) for nt = 2 q + m / 2.
+  const uint32_t a_addr = SharedAddr(&st.w[16 * warp + 8 * (m & 1) + i8][kQs + 16 * (m >> 1)]);
+  const uint32_t b_addr = SharedAddr(&st.x[8 * (m >> 1) + i8][16 * (m & 1)]);
   uint32_t qh[2][2] = {};
   if (F::kBytes == 176)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      qh[h][0] = Word(&st.w[cols[h]][16 + 4 * tig]), qh[h][1] = Word(&st.w[cols[h]][32 + 4 * tig]);
-#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int col = 16 * warp + g8 + 8 * h;
+      qh[h][0] = Word(&st.w[col][16 + 4 * tig]), qh[h][1] = Word(&st.w[col][32 + 4 * tig]);
+    }
+    // Two pairs an iteration: fully unrolled, the 168-register cap spills twice as much.
+#pragma unroll 2
   for (int pair = 0; pair < 4; ++pair) {
-    uint32_t q[2][2];  // [column][k half]: 4 nibble bytes each, sub-blocks 2 pair and 2 pair + 1
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      q[h][0] = Word(&st.w[cols[h]][kQs + 32 * pair + 4 * tig]),
-      q[h][1] = Word(&st.w[cols[h]][kQs + 32 * pair + 16 + 4 * tig]);
+    uint32_t q[4];  // (column g8 | g8 + 8) x (k half): nibble bytes of sub-blocks 2 pair, +1
+    LoadMatrices(a_addr + 32 * pair, q);
 #pragma unroll
     for (int nib = 0; nib < 2; ++nib) {
       const int j = 2 * pair + nib;
       // m16n8k32 A: a0 (row g8, k 4 tig..), a1 (row g8 + 8), a2 and a3 the same at k + 16.
-      uint32_t a[4] = {q[0][0], q[1][0], q[0][1], q[1][1]};
+      uint32_t a[4];
       const uint32_t fifth[4] = {qh[0][0], qh[1][0], qh[0][1], qh[1][1]};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        a[i] = (a[i] >> (4 * nib)) & 0x0F0F0F0Fu;
+        a[i] = (q[i] >> (4 * nib)) & 0x0F0F0F0Fu;
         if (F::kBytes == 176) a[i] |= ((fifth[i] >> j) & 0x01010101u) << 4;
       }
-      const int sc0 = static_cast<int>(intq::ByteOf(sc[0][j / 4], j % 4));
-      const int sc1 = static_cast<int>(intq::ByteOf(sc[1][j / 4], j % 4));
+      const int sc0 = static_cast<int>(intq::ByteOf(j < 4 ? sc[0][0] : sc[0][1], j % 4));
+      const int sc1 = static_cast<int>(intq::ByteOf(j < 4 ? sc[1][0] : sc[1][1], j % 4));
+      // min_j of columns g8 and g8 + 8 in every byte: the A operand of the mins MMA.
+      const uint32_t m0 = __byte_perm(j < 4 ? mn[0][0] : mn[0][1], 0, 0x1111 * (j % 4));
+      const uint32_t m1 = __byte_perm(j < 4 ? mn[1][0] : mn[1][1], 0, 0x1111 * (j % 4));
+      const uint32_t a_min[4] = {m0, m1, m0, m1};
+      uint32_t b[4][2];  // [nt][k half]
+#pragma unroll
+      for (int qq = 0; qq < 2; ++qq) {
+        uint32_t r[4];
+        LoadMatrices(b_addr + 16 * kXStride * qq + 32 * j, r);
+        b[2 * qq][0] = r[0], b[2 * qq][1] = r[1], b[2 * qq + 1][0] = r[2], b[2 * qq + 1][1] = r[3];
+      }
 #pragma unroll
       for (int nt = 0; nt < 4; ++nt) {
-        const int8_t* xr = st.x[8 * nt + g8] + 32 * j + 4 * tig;
         int c[4];
-        Mma32(a, Word(xr), Word(xr + 16), c);
+        Mma32(a, b[nt][0], b[nt][1], c);
         isum[nt][0] += sc0 * c[0], isum[nt][1] += sc0 * c[1];
         isum[nt][2] += sc1 * c[2], isum[nt][3] += sc1 * c[3];
+        MmaAcc32(a_min, b[nt][0], b[nt][1], imin[nt]);
       }
     }
   }
@@ -173,55 +217,40 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, const int 
 
 // One 256-block's float contributions added to acc, as matmul_mma.cu's Epilogue256 adds them.
 template <class F>
-__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int g8, int tig,
+__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int lane,
                                             float (&acc)[4][4]) {
-  const int cols[2] = {16 * warp + g8, 16 * warp + g8 + 8};
+  const int g8 = lane / 4, tig = lane % 4;
   float d[2], dmin[2];
-  uint32_t sc[2][2], mins[2][4];
+  uint32_t sc[2][2], mn[2][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const uint4 head = *reinterpret_cast<const uint4*>(&st.w[cols[h]][0]);
+    const uint4 head = *reinterpret_cast<const uint4*>(&st.w[16 * warp + g8 + 8 * h][0]);
     d[h] = intq::Half(head.x), dmin[h] = intq::Half(head.x >> 16);
     // quant::detail::ScaleMinK4 four sub-blocks at a time: scale bytes 0-3 in head.y, 4-7 in
     // head.z, 8-11 in head.w.
     const uint32_t s0 = head.y, s1 = head.z, s2 = head.w;
     sc[h][0] = s0 & 0x3F3F3F3Fu;
     sc[h][1] = (s2 & 0x0F0F0F0Fu) | (((s0 >> 6) & 0x03030303u) << 4);
-    const uint32_t m_lo = s1 & 0x3F3F3F3Fu;
-    const uint32_t m_hi = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
-    // Each min twice, (m_j, m_j, m_j+1, m_j+1), for dp2a against pairs of 16-level sums.
-    mins[h][0] = __byte_perm(m_lo, 0, 0x1100), mins[h][1] = __byte_perm(m_lo, 0, 0x3322);
-    mins[h][2] = __byte_perm(m_hi, 0, 0x1100), mins[h][3] = __byte_perm(m_hi, 0, 0x3322);
+    mn[h][0] = s1 & 0x3F3F3F3Fu;
+    mn[h][1] = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
   }
-  int isum[4][4] = {};
-  BlockSums<F>(st, cols, sc, g8, tig, isum);
+  int isum[4][4] = {}, imin[4][4] = {};
+  BlockSums<F>(st, warp, lane, sc, mn, isum, imin);
 #pragma unroll
   for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = 8 * nt + 2 * tig + rr;
-      const float dx = st.xd[r];
-      const uint4 lo = *reinterpret_cast<const uint4*>(&st.bsum[r][0]);
-      const uint4 hi = *reinterpret_cast<const uint4*>(&st.bsum[r][8]);
-      const int pairs[8] = {static_cast<int>(lo.x), static_cast<int>(lo.y), static_cast<int>(lo.z),
-                            static_cast<int>(lo.w), static_cast<int>(hi.x), static_cast<int>(hi.y),
-                            static_cast<int>(hi.z), static_cast<int>(hi.w)};
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        int imin = 0;  // sum over sub-blocks j of m_j * (its two 16-level sums), exact
-#pragma unroll
-        for (int j = 0; j < 8; j += 2) {
-          const int m = static_cast<int>(mins[h][j / 2]);
-          imin = __dp2a_hi(pairs[j + 1], m, __dp2a_lo(pairs[j], m, imin));
-        }
-        const int e = 2 * h + rr;
-        acc[nt][e] = __fadd_rn(acc[nt][e], intq::CombineMin(d[h], dmin[h], dx, isum[nt][e], imin));
-      }
+    for (int e = 0; e < 4; ++e) {
+      const float dx = st.xd[8 * nt + 2 * tig + e % 2];
+      const int h = e / 2;
+      acc[nt][e] =
+          __fadd_rn(acc[nt][e], intq::CombineMin(d[h], dmin[h], dx, isum[nt][e], imin[nt][e]));
     }
 }
 
+// Three blocks a multiprocessor (168 registers): two, with no register cap, ran 31B prefill 9%
+// slower (session 17, H100).
 template <class F>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
   AwaitPriorKernels();
@@ -253,7 +282,7 @@ __global__ void __launch_bounds__(kThreads)
         IssueStep<F>(sm.stage[next % kStages], w, row_bytes, n_out, col0, x, sm.x_row,
                      StepBlock(next, nblk));
       CommitAsync();
-      ComputeStep<F>(sm.stage[step % kStages], warp, g8, tig, acc);
+      ComputeStep<F>(sm.stage[step % kStages], warp, lane, acc);
     }
     FinishPartial(tree, p, acc);
   }

@@ -38,32 +38,33 @@ __device__ __forceinline__ int PartialAt(int i) {
   return (i % 2) * 4 + i / 2;
 }
 
-// The float tree of Acc8 run as partials complete in PartialAt order.
+// The float tree of Acc8 run as partials complete in PartialAt order. At most three values are
+// live at once (a partial waiting for its pair, a pair waiting for the next, the first half), so
+// three registers a tree: the fourth of a struct of named sums stayed live across the whole
+// K loop and cost a tile 16 registers.
 struct TreeAcc {
-  float held = 0.0f, pair = 0.0f, half0 = 0.0f, half1 = 0.0f;
+  float waiting = 0.0f, pair = 0.0f, half0 = 0.0f;
   __device__ void Finish(int p, float a) {
     switch (p) {
       case 0:
       case 1:
       case 2:
       case 3:
-        held = a;
+        waiting = a;
         break;
       case 4:
-        pair = __fadd_rn(held, a);
-        break;  // a0 + a4
-      case 5:
-        half0 = __fadd_rn(pair, __fadd_rn(held, a));
-        break;  // (a0 + a4) + (a1 + a5)
       case 6:
-        pair = __fadd_rn(held, a);
-        break;  // a2 + a6
+        pair = __fadd_rn(waiting, a);
+        break;  // a0 + a4, a2 + a6
+      case 5:
+        half0 = __fadd_rn(pair, __fadd_rn(waiting, a));
+        break;  // (a0 + a4) + (a1 + a5)
       case 7:
-        half1 = __fadd_rn(pair, __fadd_rn(held, a));
-        break;  // (a2 + a6) + (a3 + a7)
+        pair = __fadd_rn(half0, __fadd_rn(pair, __fadd_rn(waiting, a)));
+        break;  // half0 + ((a2 + a6) + (a3 + a7)): the total
     }
   }
-  __device__ float Total() const { return __fadd_rn(half0, half1); }
+  __device__ float Total() const { return pair; }
 };
 
 // The accumulators of a 64 x 32 tile's thread, element e of column tile nt being weight row
