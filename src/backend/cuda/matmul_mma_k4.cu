@@ -136,6 +136,62 @@ __device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, i
   }
 }
 
+// The copy plan (LOCKSTEP_CUDA_UNVERIFIED=k4plan until measured on a GPU): the same copies as
+// IssueStep, their sources placed once per thread and the step's block advanced incrementally
+// instead of recomputed per copy (StepBlock's loop over the partials, a division by the piece
+// count and two 64-bit multiplies a piece). The blocks in the order the steps take them:
+// partials in PartialAt order, each partial's blocks in ascending order.
+struct BlockOrder {
+  int i = 0;          // position of the partial in PartialAt order (8: no blocks left)
+  int64_t block = 0;  // block of partial PartialAt(i)
+  __device__ void Advance(int64_t nblk) {
+    block += 8;
+    while (i < 8 && block >= nblk)
+      if (++i < 8) block = PartialAt(i);
+  }
+};
+
+// What one thread copies in every step, placed once: two threads a weight row (16-byte pieces
+// half, half + 2, ...), four a staged activation row (64 bytes each), and the first kRows
+// threads one row's scale.
+template <class F>
+struct CopyPlan {
+  const uint8_t* w_src;  // the thread's weight row
+  const int8_t* x_src;   // its 64 bytes of an activation row's first block
+  const float* xd_src;   // its row's first block scale
+  int c, half, r, quarter;
+  bool w_ok, x_ok, xd_ok;  // false: the source is only a valid address, and zeros are written
+  __device__ CopyPlan(const uint8_t* w, int64_t row_bytes, int64_t n_out, int64_t col0,
+                      const ActRows& x, const int64_t* x_row) {
+    const int t = threadIdx.x;
+    c = t / 2, half = t % 2, r = t / 4, quarter = t % 4;
+    w_ok = col0 + c < n_out;
+    w_src = w_ok ? w + (col0 + c) * row_bytes : w;
+    const int64_t row = x_row[r];
+    x_ok = row >= 0;
+    x_src = x_ok ? x.q + row * x.k + 64 * quarter : x.q;
+    const int64_t d_row = t < kRows ? x_row[t] : -1;
+    xd_ok = d_row >= 0;
+    xd_src = xd_ok ? x.d + d_row * (x.k / 256) : x.d;
+  }
+  // Starts the copy of block b of every column and row of the tile into `st` (the caller
+  // commits).
+  __device__ void Issue(Stage<F::kBytes>& st, int64_t b) const {
+    constexpr int kPieces = F::kBytes / 16;
+#pragma unroll
+    for (int k = 0; k < (kPieces + 1) / 2; ++k) {
+      const int piece = half + 2 * k;
+      if (piece < kPieces)
+        CopyAsync16(&st.w[c][16 * piece], w_src + (w_ok ? b * F::kBytes + 16 * piece : 0), w_ok);
+    }
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      CopyAsync16(&st.x[r][64 * quarter + 16 * k], x_src + (x_ok ? b * 256 + 16 * k : 0), x_ok);
+    if (threadIdx.x < kRows) CopyAsync4(&st.xd[threadIdx.x], xd_src + (xd_ok ? b : 0), xd_ok);
+  }
+};
+static_assert(kThreads == 2 * kCols && kThreads == 4 * kRows, "CopyPlan's thread assignment");
+
 // Four 8x8 matrices of 16-byte rows from shared memory (ldmatrix): lanes 8 m .. 8 m + 7 give
 // the rows of matrix m, and lane l receives word l % 4 of row l / 4 of each: the A or B fragment
 // word of an m16n8k32 MMA whose k range is the 16 bytes of a row.
@@ -249,7 +305,7 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
 
 // Three blocks a multiprocessor (168 registers): two, with no register cap, ran 31B prefill 9%
 // slower (session 17, H100).
-template <class F>
+template <class F, bool kPlan>
 __global__ void __launch_bounds__(kThreads, 3)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
@@ -264,9 +320,19 @@ __global__ void __launch_bounds__(kThreads, 3)
   w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
   if (!w) return;  // the whole block: an unused entry of the tile table
   __syncthreads();
+  const CopyPlan<F> plan(w, row_bytes, n_out, col0, x, sm.x_row);
+  BlockOrder ahead;  // with kPlan: the block kStages - 1 steps ahead of the one computed
+  // The copies of step s's block into stage `slot`.
+  const auto issue = [&](int64_t s, int slot) {
+    if constexpr (kPlan) {
+      if (ahead.i < 8) plan.Issue(sm.stage[slot], ahead.block);
+      ahead.Advance(nblk);
+    } else if (s < nblk) {
+      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(s, nblk));
+    }
+  };
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < nblk)
-      IssueStep<F>(sm.stage[i], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(i, nblk));
+    issue(i, i);
     CommitAsync();
   }
   TreeAcc tree[4][4];
@@ -277,10 +343,7 @@ __global__ void __launch_bounds__(kThreads, 3)
     for (int64_t b = p; b < nblk; b += 8, ++step) {
       WaitAsync<kStages - 2>();  // block b has landed (this thread's copies) ...
       __syncthreads();           // ... everyone's, and the stage refilled below is free
-      const int64_t next = step + kStages - 1;
-      if (next < nblk)
-        IssueStep<F>(sm.stage[next % kStages], w, row_bytes, n_out, col0, x, sm.x_row,
-                     StepBlock(next, nblk));
+      issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
       CommitAsync();
       ComputeStep<F>(sm.stage[step % kStages], warp, lane, acc);
     }
@@ -289,18 +352,28 @@ __global__ void __launch_bounds__(kThreads, 3)
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
-template <class F>
-void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+template <class F, bool kPlan>
+void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+                const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
   const dim3 grid = MmaGrid(tiles, n_out, kCols);
   constexpr size_t kSmem = sizeof(Smem<F::kBytes>);
   static_assert(kSmem <= 227 * 1024, "shared memory of one block");
+  auto* kernel = IntMmaK4Kernel<F, kPlan>;
   // Set on every launch (cheap): one process may drive several devices.
-  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaK4Kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
-  IntMmaK4Kernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                       k / F::kElems, n_out, x, map, y);
+  kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                            k / F::kElems, n_out, x, map, y);
   LS_CUDA_LAUNCHED();
+}
+
+template <class F>
+void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+  if (UnverifiedKernelOn("k4plan"))
+    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+  else
+    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
 }
 
 }  // namespace
