@@ -336,31 +336,35 @@ TEST_F(CudaIntMatMul, ShortExpertRowsMatchTheCpuDotBitForBit) {
   }
 }
 
-// The Q4_K/Q5_K tensor-core kernel with its copy plan (off by default until measured): rows of 1
-// to 33 blocks (a partial ending inside the pipeline's first steps, empty partials, every
-// finishing order), whole and partial row and column tiles, and grouped expert tasks; every
-// output quant::DotRow's bits.
-TEST_F(CudaIntMatMul, CopyPlanTensorCoreMatchesTheCpuDotBitForBit) {
-  const testing::UnverifiedKernelsScope unverified;  // the copy plan is off by default
-  const int64_t rows = 40, n = 70;
-  for (DType type : {DType::Q4_K, DType::Q5_K}) {
-    for (int64_t k : {256, 768, 2304, 2560, 8448}) {
-      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-      const Case c = MakeCase(type, n, 720, k);
-      const auto x = testing::GaussianRow(rows * k, 27);
-      Tensor y = gpu_->NewTensor(rows, n);
-      gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
-      ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+// The Q4_K/Q5_K tensor-core kernel's variants that are off until measured on a GPU: the copy
+// plan, and 16-row tiles (dense products only; expert tasks keep 32-row tiles and are checked
+// under the same switch). Rows of 1 to 33 blocks (a partial ending inside the pipeline's first
+// steps, empty partials, every finishing order), whole and partial row and column tiles, and
+// grouped expert tasks; every output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, UnverifiedK4VariantsMatchTheCpuDotBitForBit) {
+  for (const char* variant : {"k4plan", "k4rows16"}) {
+    const testing::UnverifiedKernelsScope unverified(variant);
+    const int64_t rows = 40, n = 70;
+    for (DType type : {DType::Q4_K, DType::Q5_K}) {
+      for (int64_t k : {256, 768, 2304, 2560, 8448}) {
+        SCOPED_TRACE(std::string(variant) + " " + std::string(Name(type)) + " k " +
+                     std::to_string(k));
+        const Case c = MakeCase(type, n, 720, k);
+        const auto x = testing::GaussianRow(rows * k, 27);
+        Tensor y = gpu_->NewTensor(rows, n);
+        gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
+        ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+      }
+      const int n_expert = 130;
+      const int64_t n_out = 24;
+      const Case c = MakeCase(type, n_out * n_expert, 930, 768);
+      const Weight w = gpu_->PrepareWeight(c.view);
+      std::vector<int32_t> experts;
+      for (int64_t t = 0; t < 600; ++t)
+        experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
+      SCOPED_TRACE(std::string(variant) + " " + std::string(Name(type)) + " experts");
+      CheckExpertTasks(c, w, n_expert, n_out, experts, 1, 39);
     }
-    const int n_expert = 130;
-    const int64_t n_out = 24;
-    const Case c = MakeCase(type, n_out * n_expert, 930, 768);
-    const Weight w = gpu_->PrepareWeight(c.view);
-    std::vector<int32_t> experts;
-    for (int64_t t = 0; t < 600; ++t)
-      experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
-    SCOPED_TRACE(std::string(Name(type)) + " experts");
-    CheckExpertTasks(c, w, n_expert, n_out, experts, 1, 39);
   }
 }
 

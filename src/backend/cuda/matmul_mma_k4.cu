@@ -18,8 +18,8 @@
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per warp
-constexpr int kRows = kMmaTileRows;
+constexpr int kCols = 64;            // weight rows (outputs) per block: 16 per warp
+constexpr int kRows = kMmaTileRows;  // activation rows per tile (16 with "k4rows16")
 constexpr int kWarps = kCols / 16;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kStages = 3;
@@ -27,16 +27,16 @@ constexpr int kXStride = 256 + 16;  // bytes per staged activation row: conflict
 
 // One block of every column and row of the tile. Weight rows 144 (Q4_K) or 176 (Q5_K) bytes
 // apart put the 32 words of a fragment read in 32 different banks.
-template <int kBytes>
+template <int kBytes, int R = kRows>
 struct alignas(16) Stage {
   uint8_t w[kCols][kBytes];
-  int8_t x[kRows][kXStride];
-  float xd[kRows];
+  int8_t x[R][kXStride];
+  float xd[R];
 };
-template <int kBytes>
+template <int kBytes, int R>
 struct Smem {
-  Stage<kBytes> stage[kStages];
-  int64_t x_row[kRows], y_row[kRows];
+  Stage<kBytes, R> stage[kStages];
+  int64_t x_row[R], y_row[R];
 };
 
 // cp.async with zero fill: `valid` false copies nothing and writes zeros.
@@ -112,8 +112,8 @@ __device__ __forceinline__ int64_t StepBlock(int64_t s, int64_t nblk) {
 }
 
 // Starts the copy of block b of every column and row of the tile into `st` (one commit group).
-template <class F>
-__device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, int64_t row_bytes,
+template <class F, int R>
+__device__ void IssueStep(Stage<F::kBytes, R>& st, const uint8_t* __restrict__ w, int64_t row_bytes,
                           int64_t n_out, int64_t col0, const ActRows& x, const int64_t* x_row,
                           int64_t b) {
   constexpr int kPieces = F::kBytes / 16;
@@ -123,14 +123,14 @@ __device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, i
     CopyAsync16(&st.w[c][16 * piece],
                 ok ? w + (col0 + c) * row_bytes + b * F::kBytes + 16 * piece : w, ok);
   }
-  for (int i = threadIdx.x; i < kRows * 16; i += kThreads) {
+  for (int i = threadIdx.x; i < R * 16; i += kThreads) {
     const int r = i / 16, piece = i % 16;
     const int64_t row = x_row[r];
     CopyAsync16(&st.x[r][16 * piece], row >= 0 ? x.q + row * x.k + b * 256 + 16 * piece : x.q,
                 row >= 0);
   }
   const int t = threadIdx.x;
-  if (t < kRows) {
+  if (t < R) {
     const int64_t row = x_row[t];
     CopyAsync4(&st.xd[t], row >= 0 ? x.d + row * (x.k / 256) + b : x.d, row >= 0);
   }
@@ -161,6 +161,7 @@ struct CopyPlan {
   const float* xd_src;   // its row's first block scale
   int c, half, r, quarter;
   bool w_ok, x_ok, xd_ok;  // false: the source is only a valid address, and zeros are written
+  CopyPlan() = default;
   __device__ CopyPlan(const uint8_t* w, int64_t row_bytes, int64_t n_out, int64_t col0,
                       const ActRows& x, const int64_t* x_row) {
     const int t = threadIdx.x;
@@ -213,10 +214,11 @@ __device__ __forceinline__ uint32_t SharedAddr(const void* p) {
 // column tile nt is weight row 16 warp + g8 + 8 (e / 2) and activation row 8 nt + 2 tig + e % 2.
 // isum: sum over sub-blocks j of scale_j times the sub-block's dot; imin: sum over j of min_j
 // times the sub-block's activation sum (the MMA with min_j in every byte of A).
-template <class F>
-__device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, int lane,
+template <class F, int R>
+__device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int warp, int lane,
                                           const uint32_t (&sc)[2][2], const uint32_t (&mn)[2][2],
-                                          int (&isum)[4][4], int (&imin)[4][4]) {
+                                          int (&isum)[R / 8][4], int (&imin)[R / 8][4]) {
+  constexpr int kNt = R / 8;                       // MMA column tiles of 8 rows
   constexpr int kQs = F::kBytes == 176 ? 48 : 16;  // Q5_K's 32 bytes of fifth bits come first
   const int g8 = lane / 4, tig = lane % 4, m = lane / 8, i8 = lane % 8;
   // ldmatrix rows: A matrices (columns 0-7 | 8-15) x (k bytes 0-15 | 16-31) of the warp's 16
@@ -252,15 +254,15 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, 
       const uint32_t m0 = __byte_perm(j < 4 ? mn[0][0] : mn[0][1], 0, 0x1111 * (j % 4));
       const uint32_t m1 = __byte_perm(j < 4 ? mn[1][0] : mn[1][1], 0, 0x1111 * (j % 4));
       const uint32_t a_min[4] = {m0, m1, m0, m1};
-      uint32_t b[4][2];  // [nt][k half]
+      uint32_t b[kNt][2];  // [nt][k half]
 #pragma unroll
-      for (int qq = 0; qq < 2; ++qq) {
+      for (int qq = 0; qq < kNt / 2; ++qq) {
         uint32_t r[4];
         LoadMatrices(b_addr + 16 * kXStride * qq + 32 * j, r);
         b[2 * qq][0] = r[0], b[2 * qq][1] = r[1], b[2 * qq + 1][0] = r[2], b[2 * qq + 1][1] = r[3];
       }
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
+      for (int nt = 0; nt < kNt; ++nt) {
         int c[4];
         Mma32(a, b[nt][0], b[nt][1], c);
         isum[nt][0] += sc0 * c[0], isum[nt][1] += sc0 * c[1];
@@ -272,9 +274,9 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, 
 }
 
 // One 256-block's float contributions added to acc, as matmul_mma.cu's Epilogue256 adds them.
-template <class F>
-__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int lane,
-                                            float (&acc)[4][4]) {
+template <class F, int R>
+__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes, R>& st, int warp, int lane,
+                                            float (&acc)[R / 8][4]) {
   const int g8 = lane / 4, tig = lane % 4;
   float d[2], dmin[2];
   uint32_t sc[2][2], mn[2][2];
@@ -290,10 +292,10 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
     mn[h][0] = s1 & 0x3F3F3F3Fu;
     mn[h][1] = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
   }
-  int isum[4][4] = {}, imin[4][4] = {};
-  BlockSums<F>(st, warp, lane, sc, mn, isum, imin);
+  int isum[R / 8][4] = {}, imin[R / 8][4] = {};
+  BlockSums<F, R>(st, warp, lane, sc, mn, isum, imin);
 #pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
+  for (int nt = 0; nt < R / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float dx = st.xd[8 * nt + 2 * tig + e % 2];
@@ -303,62 +305,69 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
     }
 }
 
-// Three blocks a multiprocessor (168 registers): two, with no register cap, ran 31B prefill 9%
-// slower (session 17, H100).
-template <class F, bool kPlan>
-__global__ void __launch_bounds__(kThreads, 3)
+// Blocks a multiprocessor: with 32-row tiles three (168 registers; two, with no register cap,
+// ran 31B prefill 9% slower, session 17, H100); with 16-row tiles four (128 registers, no
+// spills; five spilled), 16 warps to hide the MMA and integer latencies instead of 12.
+template <int R>
+constexpr int kMinBlocks = R == 32 ? 3 : 4;
+
+template <class F, bool kPlan, int R>
+__global__ void __launch_bounds__(kThreads, (kMinBlocks<R>))
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
   AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<Smem<F::kBytes>*>(smem_raw);
+  auto& sm = *reinterpret_cast<Smem<F::kBytes, R>*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g8 = lane / 4, tig = lane % 4;
   // Row tiles vary fastest over the grid, so the blocks reading one column tile's weights run
   // together and the weights come from DRAM once.
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kCols;
-  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
+  w = TileRows<R>(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
   if (!w) return;  // the whole block: an unused entry of the tile table
   __syncthreads();
-  const CopyPlan<F> plan(w, row_bytes, n_out, col0, x, sm.x_row);
+  static_assert(!kPlan || R == kRows, "the copy plan is written for 32-row tiles");
+  CopyPlan<F> plan;  // placed only when taken (it reads 32 rows of x_row)
+  if constexpr (kPlan) plan = CopyPlan<F>(w, row_bytes, n_out, col0, x, sm.x_row);
   BlockOrder ahead;  // with kPlan: the block kStages - 1 steps ahead of the one computed
   // The copies of step s's block into stage `slot`.
   const auto issue = [&](int64_t s, int slot) {
-    if constexpr (kPlan) {
+    if constexpr (kPlan && R == kRows) {
       if (ahead.i < 8) plan.Issue(sm.stage[slot], ahead.block);
       ahead.Advance(nblk);
     } else if (s < nblk) {
-      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(s, nblk));
+      IssueStep<F, R>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(s, nblk));
     }
   };
   for (int i = 0; i < kStages - 1; ++i) {
     issue(i, i);
     CommitAsync();
   }
-  TreeAcc tree[4][4];
+  TreeAcc tree[R / 8][4];
   int64_t step = 0;
   for (int i = 0; i < 8; ++i) {
     const int p = PartialAt(i);
-    float acc[4][4] = {};
+    float acc[R / 8][4] = {};
     for (int64_t b = p; b < nblk; b += 8, ++step) {
       WaitAsync<kStages - 2>();  // block b has landed (this thread's copies) ...
       __syncthreads();           // ... everyone's, and the stage refilled below is free
       issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
       CommitAsync();
-      ComputeStep<F>(sm.stage[step % kStages], warp, lane, acc);
+      ComputeStep<F, R>(sm.stage[step % kStages], warp, lane, acc);
     }
     FinishPartial(tree, p, acc);
   }
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
-template <class F, bool kPlan>
+template <class F, bool kPlan, int R>
 void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                 const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
   const dim3 grid = MmaGrid(tiles, n_out, kCols);
-  constexpr size_t kSmem = sizeof(Smem<F::kBytes>);
-  static_assert(kSmem <= 227 * 1024, "shared memory of one block");
-  auto* kernel = IntMmaK4Kernel<F, kPlan>;
+  constexpr size_t kSmem = sizeof(Smem<F::kBytes, R>);
+  static_assert(kSmem * kMinBlocks<R> <= 228 * 1024 - 1024 * kMinBlocks<R>,
+                "the blocks a multiprocessor is to hold do not fit its shared memory");
+  auto* kernel = IntMmaK4Kernel<F, kPlan, R>;
   // Set on every launch (cheap): one process may drive several devices.
   LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
@@ -370,10 +379,16 @@ void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, cons
 template <class F>
 void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
             const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  if (UnverifiedKernelOn("k4plan"))
-    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
-  else
-    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+  // Off until measured on a GPU (LOCKSTEP_CUDA_UNVERIFIED): 16-row tiles for dense products
+  // (the experts' tile table is built for 32), and the copy plan.
+  if (!map.perm && UnverifiedKernelOn("k4rows16")) {
+    const auto tiles16 = static_cast<unsigned>(CeilDiv(map.rows, int64_t{16}));
+    LaunchWith<F, false, 16>(w, row_bytes, k, n_out, x, map, tiles16, y, stream);
+  } else if (UnverifiedKernelOn("k4plan")) {
+    LaunchWith<F, true, kRows>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+  } else {
+    LaunchWith<F, false, kRows>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+  }
 }
 
 }  // namespace

@@ -55,12 +55,12 @@ inline backend::Weight QuantWeight(DType type, std::vector<int64_t> ne, uint32_t
 }
 
 // Turns the kernels not yet run on a GPU on for its lifetime (backend/cuda/common.h,
-// UnverifiedKernelOn), restoring the variable after.
+// UnverifiedKernelOn): all of them, or those `names` names; restores the variable after.
 class UnverifiedKernelsScope {
  public:
-  UnverifiedKernelsScope() {
+  explicit UnverifiedKernelsScope(const char* names = "1") {
     if (const char* v = std::getenv(kName)) saved_ = v, had_ = true;
-    setenv(kName, "1", 1);
+    setenv(kName, names, 1);
   }
   ~UnverifiedKernelsScope() {
     if (had_)
