@@ -97,6 +97,23 @@ class CudaIntMatMul : public ::testing::Test {
   }
   // The gathered launch of expert tasks (task t: activation row t / x_div through expert
   // experts[t]'s n_out rows) on random activations, each output against quant::DotRow.
+  // rows x n products of one format at width k against the CPU's, bit for bit.
+  void CheckDense(DType type, int64_t rows, int64_t n, int64_t k, uint32_t w_seed,
+                  uint32_t x_seed) {
+    const Case c = MakeCase(type, n, w_seed, k);
+    const auto x = testing::GaussianRow(rows * k, x_seed);
+    Tensor y = gpu_->NewTensor(rows, n);
+    gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
+    ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+  }
+  // Expert ids of `tasks` tasks over 130 experts: every fourth task the last expert (a long
+  // run), the rest spread over the first 100.
+  static std::vector<int32_t> SkewedExperts(int64_t tasks) {
+    std::vector<int32_t> experts;
+    for (int64_t t = 0; t < tasks; ++t)
+      experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
+    return experts;
+  }
   void CheckExpertTasks(const Case& c, const Weight& w, int n_expert, int64_t n_out,
                         const std::vector<int32_t>& experts, int64_t x_div, uint32_t seed) {
 #if LOCKSTEP_HAS_CUDA
@@ -252,22 +269,15 @@ TEST_F(CudaIntMatMul, TensorCoreShortRowsAndManyExpertTasksMatchTheCpuDotBitForB
     const bool k256 = Info(type).block_size == 256;
     for (int64_t k : k256 ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{64, 704, 736}) {
       SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-      const Case c = MakeCase(type, n, 700, k);
-      const auto x = testing::GaussianRow(rows * k, 23);
-      Tensor y = gpu_->NewTensor(rows, n);
-      gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
-      ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+      CheckDense(type, rows, n, k, 700, 23);
     }
     const int n_expert = 130;
     const int64_t n_out = 24;
     const Case c = MakeCase(type, n_out * n_expert, 910, k256 ? 768 : 704);
     const Weight w = gpu_->PrepareWeight(c.view);
     for (int64_t tasks : {600, 9000}) {  // 9,000: more than the tile table stages at once
-      std::vector<int32_t> experts;
-      for (int64_t t = 0; t < tasks; ++t)
-        experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
       SCOPED_TRACE(std::string(Name(type)) + " experts, tasks " + std::to_string(tasks));
-      CheckExpertTasks(c, w, n_expert, n_out, experts, 1, 37);
+      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(tasks), 1, 37);
     }
   }
 }
@@ -349,21 +359,14 @@ TEST_F(CudaIntMatMul, UnverifiedK4VariantsMatchTheCpuDotBitForBit) {
       for (int64_t k : {256, 768, 2304, 2560, 8448}) {
         SCOPED_TRACE(std::string(variant) + " " + std::string(Name(type)) + " k " +
                      std::to_string(k));
-        const Case c = MakeCase(type, n, 720, k);
-        const auto x = testing::GaussianRow(rows * k, 27);
-        Tensor y = gpu_->NewTensor(rows, n);
-        gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
-        ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
+        CheckDense(type, rows, n, k, 720, 27);
       }
       const int n_expert = 130;
       const int64_t n_out = 24;
       const Case c = MakeCase(type, n_out * n_expert, 930, 768);
       const Weight w = gpu_->PrepareWeight(c.view);
-      std::vector<int32_t> experts;
-      for (int64_t t = 0; t < 600; ++t)
-        experts.push_back(static_cast<int32_t>(t % 4 == 0 ? 129 : (t * 13 + t / 7) % 100));
       SCOPED_TRACE(std::string(variant) + " " + std::string(Name(type)) + " experts");
-      CheckExpertTasks(c, w, n_expert, n_out, experts, 1, 39);
+      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 39);
     }
   }
 }
