@@ -18,8 +18,9 @@
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kCols = 64;            // weight rows (outputs) per block: 16 per warp
-constexpr int kRows = kMmaTileRows;  // activation rows per tile (16 with "k4rows16")
+constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per warp
+constexpr int kRows =
+    kMmaTileRows;  // activation rows per tile (the R of the k4rows16 variant is 16)
 constexpr int kWarps = kCols / 16;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kStages = 3;
@@ -136,8 +137,9 @@ __device__ void IssueStep(Stage<F::kBytes, R>& st, const uint8_t* __restrict__ w
   }
 }
 
-// The copy plan (LOCKSTEP_CUDA_UNVERIFIED=k4plan until measured on a GPU): the same copies as
-// IssueStep, their sources placed once per thread and the step's block advanced incrementally
+// The copy plan (LOCKSTEP_CUDA_UNVERIFIED=k4plan until measured on a GPU; whichever of it and
+// IssueStep times slower is then deleted, so one way of issuing the copies stays): the same copies
+// as IssueStep, their sources placed once per thread and the step's block advanced incrementally
 // instead of recomputed per copy (StepBlock's loop over the partials, a division by the piece
 // count and two 64-bit multiplies a piece). The blocks in the order the steps take them:
 // partials in PartialAt order, each partial's blocks in ascending order.
