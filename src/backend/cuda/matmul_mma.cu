@@ -12,6 +12,7 @@
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mma_k4.h"
+#include "backend/cuda/matmul_mma_q6k.h"
 #include "backend/cuda/mma_common.cuh"
 
 namespace lockstep::backend::cuda {
@@ -335,7 +336,9 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
   if (!DeviceHasIntMma()) return false;
   const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
   const auto tiles = static_cast<unsigned>(CeilDiv(rows, kTileRows));
-  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, stream)) return true;
+  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, stream) ||
+      LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, stream))
+    return true;
   return DispatchIntFormat(type, [&](auto f) {
     if constexpr (!decltype(f)::kMin)  // Q4_K and Q5_K went to LaunchIntMmaK4
       Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
@@ -364,7 +367,8 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
   }
   const MmaRows map{perm, tile_expert, tile_start, tile_count, m.rows_per_expert, m.x_div, m.tasks};
   const auto n_tiles = static_cast<unsigned>(max_tiles);
-  if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
+  if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream) ||
+      LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
     return true;
   return DispatchIntFormat(m.type, [&](auto f) {
     if constexpr (!decltype(f)::kMin)

@@ -1,115 +1,44 @@
-// The integer path's tensor-core kernel for Q4_K and Q5_K, the bulk of a Q4_K_M file. Raw weight
-// blocks and quantized activation rows stream into shared memory through a 3-stage cp.async
-// pipeline (the copy of block b + 2 runs under the MMAs of block b), and MMA fragments are read
-// with ldmatrix and cut from the raw nibbles. One m16n8k32 MMA covers one 32-element sub-block, so
-// its exact int32 sum takes the sub-block's 6-bit scale once; the mins term (sum over sub-blocks
-// of min times the activations' sum) is a second MMA per sub-block whose A operand is the min
-// repeated over the sub-block, accumulated in the MMA's own accumulator: the same exact integer
-// as quant::DotRow's mins dot, with no per-element integer work. Every block's float
-// contribution and every partial's place in the Acc8 tree are those of matmul_mma.cu and
-// quant::DotRow, so the outputs are the CPU's bits whatever the tile or the number of rows.
+// The integer path's tensor-core kernel for Q4_K and Q5_K, the bulk of a Q4_K_M file, on the
+// raw-block pipeline of mma_pipeline.cuh: MMA fragments are read with ldmatrix and cut from the
+// raw nibbles. One m16n8k32 MMA covers one 32-element sub-block, so its exact int32 sum takes the
+// sub-block's 6-bit scale once; the mins term (sum over sub-blocks of min times the activations'
+// sum) is a second MMA per sub-block whose A operand is the min repeated over the sub-block,
+// accumulated in the MMA's own accumulator: the same exact integer as quant::DotRow's mins dot,
+// with no per-element integer work. Every block's float contribution and every partial's place in
+// the Acc8 tree are those of matmul_mma.cu and quant::DotRow, so the outputs are the CPU's bits
+// whatever the tile or the number of rows.
 #include "backend/cuda/matmul_mma_k4.h"
 
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
+#include "backend/cuda/mma_pipeline.cuh"
 
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per warp
+using pipe::CommitAsync;
+using pipe::CopyAsync16;
+using pipe::CopyAsync4;
+using pipe::kCols;
+using pipe::kStages;
+using pipe::kThreads;
+using pipe::kXStride;
+using pipe::LoadMatrices;
+using pipe::Mma32;
+using pipe::MmaAcc32;
+using pipe::SharedAddr;
+using pipe::StepBlock;
+// The staged block of every weight row is the raw one (144 bytes for Q4_K, 176 for Q5_K: rows
+// that far apart put the 32 words of a fragment read in 32 different banks).
+template <int kBytes, int R>
+using Stage = pipe::Stage<kBytes, R>;
 constexpr int kRows =
     kMmaTileRows;  // activation rows per tile (the R of the k4rows16 variant is 16)
-constexpr int kWarps = kCols / 16;
-constexpr int kThreads = kWarps * kWarp;
-constexpr int kStages = 3;
-constexpr int kXStride = 256 + 16;  // bytes per staged activation row: conflict-free fragments
-
-// One block of every column and row of the tile. Weight rows 144 (Q4_K) or 176 (Q5_K) bytes
-// apart put the 32 words of a fragment read in 32 different banks.
-template <int kBytes, int R = kRows>
-struct alignas(16) Stage {
-  uint8_t w[kCols][kBytes];
-  int8_t x[R][kXStride];
-  float xd[R];
-};
-template <int kBytes, int R>
-struct Smem {
-  Stage<kBytes, R> stage[kStages];
-  int64_t x_row[R], y_row[R];
-};
-
-// cp.async with zero fill: `valid` false copies nothing and writes zeros.
-__device__ __forceinline__ void CopyAsync16(void* dst, const void* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 16 : 0));
-#else
-  __trap();  // LaunchIntMmaK4 is only called on sm_80 and later
-#endif
-}
-__device__ __forceinline__ void CopyAsync4(void* dst, const void* src, bool valid) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  const auto d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src),
-               "r"(valid ? 4 : 0));
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void CommitAsync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int kPending>
-__device__ __forceinline__ void WaitAsync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#endif
-}
-
-__device__ __forceinline__ void Mma32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                      int (&c)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%11,%12,%13};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(0), "r"(0), "r"(0),
-        "r"(0));
-#else
-  __trap();
-#endif
-}
-
-// c += A B (the accumulator carried from MMA to MMA).
-__device__ __forceinline__ void MmaAcc32(const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
-                                         int (&c)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();
-#endif
-}
 
 __device__ __forceinline__ uint32_t Word(const void* p) {
   return *static_cast<const uint32_t*>(p);
-}
-
-// The block of step s: partials in PartialAt order, each partial's blocks in ascending order.
-__device__ __forceinline__ int64_t StepBlock(int64_t s, int64_t nblk) {
-  for (int i = 0; i < 8; ++i) {
-    const int p = PartialAt(i);
-    const int64_t n = p < nblk ? (nblk - p + 7) / 8 : 0;
-    if (s < n) return p + 8 * s;
-    s -= n;
-  }
-  return -1;
 }
 
 // Starts the copy of block b of every column and row of the tile into `st` (one commit group).
@@ -124,17 +53,7 @@ __device__ void IssueStep(Stage<F::kBytes, R>& st, const uint8_t* __restrict__ w
     CopyAsync16(&st.w[c][16 * piece],
                 ok ? w + (col0 + c) * row_bytes + b * F::kBytes + 16 * piece : w, ok);
   }
-  for (int i = threadIdx.x; i < R * 16; i += kThreads) {
-    const int r = i / 16, piece = i % 16;
-    const int64_t row = x_row[r];
-    CopyAsync16(&st.x[r][16 * piece], row >= 0 ? x.q + row * x.k + b * 256 + 16 * piece : x.q,
-                row >= 0);
-  }
-  const int t = threadIdx.x;
-  if (t < R) {
-    const int64_t row = x_row[t];
-    CopyAsync4(&st.xd[t], row >= 0 ? x.d + row * (x.k / 256) + b : x.d, row >= 0);
-  }
+  pipe::IssueActivations(st, x, x_row, b);
 }
 
 // The copy plan (LOCKSTEP_CUDA_UNVERIFIED=k4plan until measured on a GPU; whichever of it and
@@ -179,7 +98,7 @@ struct CopyPlan {
   }
   // Starts the copy of block b of every column and row of the tile into `st` (the caller
   // commits).
-  __device__ void Issue(Stage<F::kBytes>& st, int64_t b) const {
+  __device__ void Issue(Stage<F::kBytes, kRows>& st, int64_t b) const {
     constexpr int kPieces = F::kBytes / 16;
 #pragma unroll
     for (int k = 0; k < (kPieces + 1) / 2; ++k) {
@@ -195,23 +114,6 @@ struct CopyPlan {
 };
 static_assert(kThreads == 2 * kCols && kThreads == 4 * kRows, "CopyPlan's thread assignment");
 
-// Four 8x8 matrices of 16-byte rows from shared memory (ldmatrix): lanes 8 m .. 8 m + 7 give
-// the rows of matrix m, and lane l receives word l % 4 of row l / 4 of each: the A or B fragment
-// word of an m16n8k32 MMA whose k range is the 16 bytes of a row.
-__device__ __forceinline__ void LoadMatrices(uint32_t addr, uint32_t (&r)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-#else
-  __trap();
-#endif
-}
-
-__device__ __forceinline__ uint32_t SharedAddr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // The integer sums of one 256-block for the thread's 16 accumulator elements: element e of
 // column tile nt is weight row 16 warp + g8 + 8 (e / 2) and activation row 8 nt + 2 tig + e % 2.
 // isum: sum over sub-blocks j of scale_j times the sub-block's dot; imin: sum over j of min_j
@@ -226,7 +128,7 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int war
   // ldmatrix rows: A matrices (columns 0-7 | 8-15) x (k bytes 0-15 | 16-31) of the warp's 16
   // weight rows; B matrices (k bytes 0-15 | 16-31) x (tile rows 8 nt .. +7) for nt = 2 q + m / 2.
   const uint32_t a_addr = SharedAddr(&st.w[16 * warp + 8 * (m & 1) + i8][kQs + 16 * (m >> 1)]);
-  const uint32_t b_addr = SharedAddr(&st.x[8 * (m >> 1) + i8][16 * (m & 1)]);
+  const uint32_t b_addr = pipe::BAddr(st, lane);
   uint32_t qh[2][2] = {};
   if (F::kBytes == 176)
 #pragma unroll
@@ -257,12 +159,7 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int war
       const uint32_t m1 = __byte_perm(j < 4 ? mn[1][0] : mn[1][1], 0, 0x1111 * (j % 4));
       const uint32_t a_min[4] = {m0, m1, m0, m1};
       uint32_t b[kNt][2];  // [nt][k half]
-#pragma unroll
-      for (int qq = 0; qq < kNt / 2; ++qq) {
-        uint32_t r[4];
-        LoadMatrices(b_addr + 16 * kXStride * qq + 32 * j, r);
-        b[2 * qq][0] = r[0], b[2 * qq][1] = r[1], b[2 * qq + 1][0] = r[2], b[2 * qq + 1][1] = r[3];
-      }
+      pipe::LoadB<R>(b_addr, 32 * j, b);
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
         int c[4];
@@ -319,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<R>))
                    ActRows x, MmaRows map, float* __restrict__ y) {
   AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<Smem<F::kBytes, R>*>(smem_raw);
+  auto& sm = *reinterpret_cast<pipe::Smem<F::kBytes, R>*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g8 = lane / 4, tig = lane % 4;
   // Row tiles vary fastest over the grid, so the blocks reading one column tile's weights run
@@ -341,24 +238,10 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<R>))
       IssueStep<F, R>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(s, nblk));
     }
   };
-  for (int i = 0; i < kStages - 1; ++i) {
-    issue(i, i);
-    CommitAsync();
-  }
   TreeAcc tree[R / 8][4];
-  int64_t step = 0;
-  for (int i = 0; i < 8; ++i) {
-    const int p = PartialAt(i);
-    float acc[R / 8][4] = {};
-    for (int64_t b = p; b < nblk; b += 8, ++step) {
-      WaitAsync<kStages - 2>();  // block b has landed (this thread's copies) ...
-      __syncthreads();           // ... everyone's, and the stage refilled below is free
-      issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
-      CommitAsync();
-      ComputeStep<F, R>(sm.stage[step % kStages], warp, lane, acc);
-    }
-    FinishPartial(tree, p, acc);
-  }
+  pipe::RunPartials<R>(nblk, tree, issue, [&](int slot, int64_t, float(&acc)[R / 8][4]) {
+    ComputeStep<F, R>(sm.stage[slot], warp, lane, acc);
+  });
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
@@ -366,7 +249,7 @@ template <class F, bool kPlan, int R>
 void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
                 const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
   const dim3 grid = MmaGrid(tiles, n_out, kCols);
-  constexpr size_t kSmem = sizeof(Smem<F::kBytes, R>);
+  constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, R>);
   static_assert(kSmem * kMinBlocks<R> <= 228 * 1024 - 1024 * kMinBlocks<R>,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
   auto* kernel = IntMmaK4Kernel<F, kPlan, R>;

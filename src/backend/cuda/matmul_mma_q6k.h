@@ -1,0 +1,21 @@
+// Launcher of the integer path's raw-block tensor-core kernel for Q6_K (matmul_mma_q6k.cu): the
+// same outputs as matmul_mma.cu's kernel and quant::DotRow, bit for bit. Included by .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/cuda/matmul_int.h"
+#include "backend/cuda/mma_common.cuh"
+#include "core/dtype.h"
+
+namespace lockstep::backend::cuda {
+
+// y rows of `map` (`tiles` row tiles) = x · Wᵀ for Q6_K weights; false, launching nothing, for
+// other types (and while the kernel is off). The caller has checked that the device has int8 MMA.
+bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                     cudaStream_t stream);
+
+}  // namespace lockstep::backend::cuda
