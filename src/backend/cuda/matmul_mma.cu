@@ -11,8 +11,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_mma.h"
-#include "backend/cuda/matmul_mma_k4.h"
-#include "backend/cuda/matmul_mma_q6k.h"
+#include "backend/cuda/matmul_mma_raw.h"
 #include "backend/cuda/mma_common.cuh"
 
 namespace lockstep::backend::cuda {

@@ -7,7 +7,7 @@
 // with no per-element integer work. Every block's float contribution and every partial's place in
 // the Acc8 tree are those of matmul_mma.cu and quant::DotRow, so the outputs are the CPU's bits
 // whatever the tile or the number of rows.
-#include "backend/cuda/matmul_mma_k4.h"
+#include "backend/cuda/matmul_mma_raw.h"
 
 #include <cstdint>
 

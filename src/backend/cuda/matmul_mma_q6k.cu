@@ -8,12 +8,11 @@
 // divided by 4 (exact) is quant::DotRow's integer. Its float contribution and its place in the
 // Acc8 tree are those of matmul_mma.cu, so every output is the CPU's bits whatever the tile or the
 // number of rows.
-#include "backend/cuda/matmul_mma_q6k.h"
-
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/int_blocks.cuh"
+#include "backend/cuda/matmul_mma_raw.h"
 #include "backend/cuda/mma_pipeline.cuh"
 
 namespace lockstep::backend::cuda {
