@@ -229,27 +229,6 @@ struct Q6K {
   __device__ static float Contribution(const Part& p, float dx, int isum, int) {
     return Combine(p.d, dx, isum);
   }
-  // Sub-block j: levels q - 32 (signed, so no activation-sum correction), scales of groups 2j
-  // and 2j + 1.
-  __device__ static void Levels32(const uint8_t* blk, int j, uint32_t* w, int* sc) {
-    const int half = j / 4, k = j % 4;
-    const uint8_t* ql = blk + 64 * half + 32 * (k & 1);
-    const uint8_t* qh = blk + 128 + 32 * half;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const uint32_t lo =
-          (static_cast<uint32_t>(Word2(ql + 4 * i)) >> (4 * (k >> 1))) & 0x0F0F0F0Fu;
-      const uint32_t hi = ((static_cast<uint32_t>(Word2(qh + 4 * i)) >> (2 * k)) & 0x03030303u)
-                          << 4;
-      w[i] = __vsub4(lo | hi, 0x20202020u);
-    }
-    const uint32_t s = *reinterpret_cast<const uint16_t*>(blk + 192 + 2 * j);
-    sc[0] = static_cast<int8_t>(s & 0xFF);
-    sc[1] = static_cast<int8_t>(s >> 8);
-  }
-  __device__ static float Scale(const uint8_t* blk) {
-    return Half(*reinterpret_cast<const uint16_t*>(blk + 208));
-  }
 };
 
 // Q8_0: lane t holds bytes [8t, 8t + 8) of the 32 levels.
@@ -275,7 +254,7 @@ struct Q80 {
   __device__ static float Contribution(const Part& p, float dx, int isum, int) {
     return Combine(p.d, dx, isum);
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
+  __device__ static void Levels32(const uint8_t* blk, uint32_t* w, int* sc) {
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = static_cast<uint32_t>(Word2(blk + 2 + 4 * i));
     sc[0] = sc[1] = 1;
@@ -310,7 +289,7 @@ struct Q40 {
   __device__ static float Contribution(const Part& p, float dx, int isum, int) {
     return Combine(p.d, dx, isum);
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
+  __device__ static void Levels32(const uint8_t* blk, uint32_t* w, int* sc) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t q = static_cast<uint32_t>(Word2(blk + 2 + 4 * i));
@@ -347,7 +326,7 @@ struct Q50 : Q40 {
     p.lo = static_cast<int>(Word(blk, qh, t));
     p.hi = static_cast<int>(Word(blk, qh, 4 + t));
   }
-  __device__ static void Levels32(const uint8_t* blk, int, uint32_t* w, int* sc) {
+  __device__ static void Levels32(const uint8_t* blk, uint32_t* w, int* sc) {
     const uint32_t qh = static_cast<uint32_t>(Word2(blk + 2));
 #pragma unroll
     for (int i = 0; i < 8; ++i) w[i] = Word(blk, qh, i);

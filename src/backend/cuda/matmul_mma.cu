@@ -1,6 +1,7 @@
-// The integer path's tensor-core kernel for many rows (prefill, verify passes) of the formats
-// without mins (Q6_K, Q8_0, Q4_0, Q5_0; Q4_K and Q5_K run matmul_mma_k4.cu): int8 MMAs
-// (m16n8k16, exact int32 sums of 16 products) give each 16-element group's integer sum, the
+// The integer path's tensor-core kernel for many rows (prefill, verify passes) of the 32-element
+// formats (Q8_0, Q4_0, Q5_0; Q4_K, Q5_K and Q6_K run the raw-block kernels of
+// matmul_mma_raw.h), and the launchers of all of them with the grouped launch's tile table: int8
+// MMAs (m16n8k16, exact int32 sums of 16 products) give each 16-element group's integer sum, the
 // group scales are applied in integers, and each block's float contribution is added
 // exactly as quant::detail::Acc8 adds it: partial p = b % 8 sums its blocks in ascending order,
 // then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
@@ -77,19 +78,10 @@ __device__ __forceinline__ int64_t ScheduledBlock(int64_t nblk, int64_t f) {
   return nblk;
 }
 
-// The blocks of one step: for 256-element formats block b alone; for 32-element formats the 8
-// blocks at schedule positions b .. b + 7 (every step full, whatever nblk % 8: a step of one
-// partial's blocks b, b + 8, ... left 5 of 8 sub-blocks empty for the 22-block rows of a
-// 704-wide expert). Sub-block s of the step is element range [32 s, 32 s + 32) of the staged
-// rows.
-template <class F>
-__device__ __forceinline__ int64_t StepBlock(int64_t nblk, int64_t b, int s) {
-  return F::kElems == 256 ? b : ScheduledBlock(nblk, b + s);
-}
-template <class F>
-__device__ __forceinline__ int SubOfBlock(int s) {
-  return F::kElems == 256 ? s : 0;
-}
+// The blocks of one step: the 8 blocks at schedule positions b .. b + 7 (every step full,
+// whatever nblk % 8: a step of one partial's blocks b, b + 8, ... left 5 of 8 sub-blocks empty
+// for the 22-block rows of a 704-wide expert). Sub-block s of the step is block
+// ScheduledBlock(nblk, b + s), element range [32 s, 32 s + 32) of the staged rows.
 
 template <class F>
 __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
@@ -97,13 +89,13 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
   // Weights: (column, sub-block) tasks, decoded to int8 levels with their group scales.
   for (int task = threadIdx.x; task < kTileCols * kSubs; task += kThreads) {
     const int c = task / kSubs, s = task % kSubs;
-    const int64_t col = col0 + c, blk = StepBlock<F>(nblk, b, s);
+    const int64_t col = col0 + c, blk = ScheduledBlock(nblk, b + s);
     uint32_t lv[8] = {};
     int sc[2] = {0, 0};
     float d = 0.0f;
     if (col < n_out && blk < nblk) {
       const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
-      F::Levels32(bp, SubOfBlock<F>(s), lv, sc);
+      F::Levels32(bp, lv, sc);
       d = F::Scale(bp);
     }
     uint4* dst = reinterpret_cast<uint4*>(&sm.w[c][32 * s]);
@@ -117,34 +109,14 @@ __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_b
   for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
     const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
     const int s = piece / 2;
-    const int64_t row = sm.x_row[r], blk = StepBlock<F>(nblk, b, s);
+    const int64_t row = sm.x_row[r], blk = ScheduledBlock(nblk, b + s);
     const bool live = row >= 0 && blk < nblk;
     int4 v = make_int4(0, 0, 0, 0);
     if (live)
-      v = *reinterpret_cast<const int4*>(x.q + row * x.k + blk * F::kElems +
-                                         16 * (F::kElems == 256 ? piece : piece % 2));
+      v = *reinterpret_cast<const int4*>(x.q + row * x.k + blk * F::kElems + 16 * (piece % 2));
     *reinterpret_cast<int4*>(&sm.x[r][16 * piece]) = v;
     if (piece % 2 == 0) sm.x_d[r][s] = live ? x.d[row * d_stride + blk] : 0.0f;
   }
-}
-
-// A 256-element block's contributions (one per accumulator element), the CPU's float
-// expression. Per-column and per-row values are read once.
-template <class F>
-__device__ __forceinline__ void Epilogue256(const Smem& sm, int warp, int g8, int tig,
-                                            const int (&isum)[4][4], float (&acc)[4][4]) {
-  const float d[2] = {sm.w_d[16 * warp + g8][0], sm.w_d[16 * warp + g8 + 8][0]};
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const float dx = sm.x_d[8 * nt + 2 * tig + rr][0];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int e = 2 * h + rr;
-        acc[nt][e] = __fadd_rn(acc[nt][e], intq::Combine(d[h], dx, isum[nt][e]));
-      }
-    }
 }
 
 // Sub-block s's integer sums for this thread's accumulator elements (group scales applied),
@@ -180,7 +152,7 @@ __global__ void __launch_bounds__(kThreads)
     IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                  ActRows x, MmaRows map, float* __restrict__ y) {
   AwaitPriorKernels();
-  static_assert(!F::kMin, "formats with mins run matmul_mma_k4.cu");
+  static_assert(F::kElems == 32, "the 256-element formats run the raw-block kernels");
   extern __shared__ __align__(16) uint8_t smem_raw[];
   Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -193,52 +165,36 @@ __global__ void __launch_bounds__(kThreads)
   // Element e of column tile nt: weight row 16 warp + g8 + 8 (e / 2), activation row
   // 8 nt + 2 tig + e % 2 (the m16n8 accumulator layout).
   TreeAcc tree[4][4];
-  if constexpr (F::kElems == 256) {
-    for (int pi = 0; pi < 8; ++pi) {
-      const int p = PartialAt(pi);
-      float acc[4][4] = {};
-      for (int64_t b = p; b < nblk; b += 8) {
-        __syncthreads();
-        StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
-        __syncthreads();
-        int isum[4][4] = {};
-        for (int s = 0; s < kSubs; ++s) SubSums(sm, warp, g8, tig, s, isum);
-        Epilogue256<F>(sm, warp, g8, tig, isum, acc);
+  // Each staged sub-block is one block; partial PartialAt(pi) gets its contributions in
+  // ascending block order and is finished (empty ones with 0) before the next starts.
+  float acc[4][4] = {};
+  int pi = 0;
+  int64_t left = PartialBlocks(nblk, PartialAt(0));  // blocks of partial pi still to add
+  for (int64_t b = 0; b < nblk; b += kSubs) {
+    __syncthreads();
+    StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
+    __syncthreads();
+    for (int s = 0; s < kSubs && b + s < nblk; ++s) {
+      for (; left == 0; left = PartialBlocks(nblk, PartialAt(++pi))) {
+        FinishPartial(tree, PartialAt(pi), acc);
+        ZeroAcc(acc);
       }
-      FinishPartial(tree, p, acc);
-    }
-  } else {
-    // Each staged sub-block is one block; partial PartialAt(pi) gets its contributions in
-    // ascending block order and is finished (empty ones with 0) before the next starts.
-    float acc[4][4] = {};
-    int pi = 0;
-    int64_t left = PartialBlocks(nblk, PartialAt(0));  // blocks of partial pi still to add
-    for (int64_t b = 0; b < nblk; b += kSubs) {
-      __syncthreads();
-      StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
-      __syncthreads();
-      for (int s = 0; s < kSubs && b + s < nblk; ++s) {
-        for (; left == 0; left = PartialBlocks(nblk, PartialAt(++pi))) {
-          FinishPartial(tree, PartialAt(pi), acc);
-          ZeroAcc(acc);
+      int isum[4][4] = {};
+      SubSums(sm, warp, g8, tig, s, isum);
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
+          acc[nt][e] =
+              __fadd_rn(acc[nt][e], intq::Combine(sm.w_d[c][s], sm.x_d[r][s], isum[nt][e]));
         }
-        int isum[4][4] = {};
-        SubSums(sm, warp, g8, tig, s, isum);
-#pragma unroll
-        for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
-            acc[nt][e] =
-                __fadd_rn(acc[nt][e], intq::Combine(sm.w_d[c][s], sm.x_d[r][s], isum[nt][e]));
-          }
-        --left;
-      }
+      --left;
     }
-    for (; pi < 8; ++pi) {
-      FinishPartial(tree, PartialAt(pi), acc);
-      ZeroAcc(acc);
-    }
+  }
+  for (; pi < 8; ++pi) {
+    FinishPartial(tree, PartialAt(pi), acc);
+    ZeroAcc(acc);
   }
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
@@ -339,7 +295,7 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
       LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, stream))
     return true;
   return DispatchIntFormat(type, [&](auto f) {
-    if constexpr (!decltype(f)::kMin)  // Q4_K and Q5_K went to LaunchIntMmaK4
+    if constexpr (decltype(f)::kElems == 32)  // the 256-element formats went to the raw kernels
       Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
   });
 }
@@ -370,7 +326,7 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
       LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
     return true;
   return DispatchIntFormat(m.type, [&](auto f) {
-    if constexpr (!decltype(f)::kMin)
+    if constexpr (decltype(f)::kElems == 32)
       Launch<decltype(f)>(m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream);
   });
 }

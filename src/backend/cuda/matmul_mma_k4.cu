@@ -18,116 +18,48 @@
 namespace lockstep::backend::cuda {
 namespace {
 
-using pipe::CommitAsync;
-using pipe::CopyAsync16;
-using pipe::CopyAsync4;
 using pipe::kCols;
-using pipe::kStages;
 using pipe::kThreads;
-using pipe::kXStride;
-using pipe::LoadMatrices;
-using pipe::Mma32;
-using pipe::MmaAcc32;
-using pipe::SharedAddr;
-using pipe::StepBlock;
+constexpr int kRows = kMmaTileRows;  // activation rows per tile
+constexpr int kNt = kRows / 8;       // MMA column tiles of 8 rows
 // The staged block of every weight row is the raw one (144 bytes for Q4_K, 176 for Q5_K: rows
 // that far apart put the 32 words of a fragment read in 32 different banks).
-template <int kBytes, int R>
-using Stage = pipe::Stage<kBytes, R>;
-constexpr int kRows =
-    kMmaTileRows;  // activation rows per tile (the R of the k4rows16 variant is 16)
+template <int kBytes>
+using Stage = pipe::Stage<kBytes, kRows>;
 
 __device__ __forceinline__ uint32_t Word(const void* p) {
   return *static_cast<const uint32_t*>(p);
 }
 
 // Starts the copy of block b of every column and row of the tile into `st` (one commit group).
-template <class F, int R>
-__device__ void IssueStep(Stage<F::kBytes, R>& st, const uint8_t* __restrict__ w, int64_t row_bytes,
+template <class F>
+__device__ void IssueStep(Stage<F::kBytes>& st, const uint8_t* __restrict__ w, int64_t row_bytes,
                           int64_t n_out, int64_t col0, const ActRows& x, const int64_t* x_row,
                           int64_t b) {
   constexpr int kPieces = F::kBytes / 16;
   for (int i = threadIdx.x; i < kCols * kPieces; i += kThreads) {
     const int c = i / kPieces, piece = i % kPieces;
     const bool ok = col0 + c < n_out;
-    CopyAsync16(&st.w[c][16 * piece],
-                ok ? w + (col0 + c) * row_bytes + b * F::kBytes + 16 * piece : w, ok);
+    pipe::CopyAsync16(&st.w[c][16 * piece],
+                      ok ? w + (col0 + c) * row_bytes + b * F::kBytes + 16 * piece : w, ok);
   }
   pipe::IssueActivations(st, x, x_row, b);
 }
-
-// The copy plan (LOCKSTEP_CUDA_UNVERIFIED=k4plan until measured on a GPU; whichever of it and
-// IssueStep times slower is then deleted, so one way of issuing the copies stays): the same copies
-// as IssueStep, their sources placed once per thread and the step's block advanced incrementally
-// instead of recomputed per copy (StepBlock's loop over the partials, a division by the piece
-// count and two 64-bit multiplies a piece). The blocks in the order the steps take them:
-// partials in PartialAt order, each partial's blocks in ascending order.
-struct BlockOrder {
-  int i = 0;          // position of the partial in PartialAt order (8: no blocks left)
-  int64_t block = 0;  // block of partial PartialAt(i)
-  __device__ void Advance(int64_t nblk) {
-    block += 8;
-    while (i < 8 && block >= nblk)
-      if (++i < 8) block = PartialAt(i);
-  }
-};
-
-// What one thread copies in every step, placed once: two threads a weight row (16-byte pieces
-// half, half + 2, ...), four a staged activation row (64 bytes each), and the first kRows
-// threads one row's scale.
-template <class F>
-struct CopyPlan {
-  const uint8_t* w_src;  // the thread's weight row
-  const int8_t* x_src;   // its 64 bytes of an activation row's first block
-  const float* xd_src;   // its row's first block scale
-  int c, half, r, quarter;
-  bool w_ok, x_ok, xd_ok;  // false: the source is only a valid address, and zeros are written
-  CopyPlan() = default;
-  __device__ CopyPlan(const uint8_t* w, int64_t row_bytes, int64_t n_out, int64_t col0,
-                      const ActRows& x, const int64_t* x_row) {
-    const int t = threadIdx.x;
-    c = t / 2, half = t % 2, r = t / 4, quarter = t % 4;
-    w_ok = col0 + c < n_out;
-    w_src = w_ok ? w + (col0 + c) * row_bytes : w;
-    const int64_t row = x_row[r];
-    x_ok = row >= 0;
-    x_src = x_ok ? x.q + row * x.k + 64 * quarter : x.q;
-    const int64_t d_row = t < kRows ? x_row[t] : -1;
-    xd_ok = d_row >= 0;
-    xd_src = xd_ok ? x.d + d_row * (x.k / 256) : x.d;
-  }
-  // Starts the copy of block b of every column and row of the tile into `st` (the caller
-  // commits).
-  __device__ void Issue(Stage<F::kBytes, kRows>& st, int64_t b) const {
-    constexpr int kPieces = F::kBytes / 16;
-#pragma unroll
-    for (int k = 0; k < (kPieces + 1) / 2; ++k) {
-      const int piece = half + 2 * k;
-      if (piece < kPieces)
-        CopyAsync16(&st.w[c][16 * piece], w_src + (w_ok ? b * F::kBytes + 16 * piece : 0), w_ok);
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k)
-      CopyAsync16(&st.x[r][64 * quarter + 16 * k], x_src + (x_ok ? b * 256 + 16 * k : 0), x_ok);
-    if (threadIdx.x < kRows) CopyAsync4(&st.xd[threadIdx.x], xd_src + (xd_ok ? b : 0), xd_ok);
-  }
-};
-static_assert(kThreads == 2 * kCols && kThreads == 4 * kRows, "CopyPlan's thread assignment");
 
 // The integer sums of one 256-block for the thread's 16 accumulator elements: element e of
 // column tile nt is weight row 16 warp + g8 + 8 (e / 2) and activation row 8 nt + 2 tig + e % 2.
 // isum: sum over sub-blocks j of scale_j times the sub-block's dot; imin: sum over j of min_j
 // times the sub-block's activation sum (the MMA with min_j in every byte of A).
-template <class F, int R>
-__device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int warp, int lane,
+template <class F>
+__device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, int lane,
                                           const uint32_t (&sc)[2][2], const uint32_t (&mn)[2][2],
-                                          int (&isum)[R / 8][4], int (&imin)[R / 8][4]) {
-  constexpr int kNt = R / 8;                       // MMA column tiles of 8 rows
+                                          int (&isum)[kNt][4], int (&imin)[kNt][4]) {
   constexpr int kQs = F::kBytes == 176 ? 48 : 16;  // Q5_K's 32 bytes of fifth bits come first
   const int g8 = lane / 4, tig = lane % 4, m = lane / 8, i8 = lane % 8;
   // ldmatrix rows: A matrices (columns 0-7 | 8-15) x (k bytes 0-15 | 16-31) of the warp's 16
   // weight rows; B matrices (k bytes 0-15 | 16-31) x (tile rows 8 nt .. +7) for nt = 2 q + m / 2.
-  const uint32_t a_addr = SharedAddr(&st.w[16 * warp + 8 * (m & 1) + i8][kQs + 16 * (m >> 1)]);
+  const uint32_t a_addr =
+      pipe::SharedAddr(&st.w[16 * warp + 8 * (m & 1) + i8][kQs + 16 * (m >> 1)]);
   const uint32_t b_addr = pipe::BAddr(st, lane);
   uint32_t qh[2][2] = {};
   if (F::kBytes == 176)
@@ -140,7 +72,7 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int war
 #pragma unroll 2
   for (int pair = 0; pair < 4; ++pair) {
     uint32_t q[4];  // (column g8 | g8 + 8) x (k half): nibble bytes of sub-blocks 2 pair, +1
-    LoadMatrices(a_addr + 32 * pair, q);
+    pipe::LoadMatrices(a_addr + 32 * pair, q);
 #pragma unroll
     for (int nib = 0; nib < 2; ++nib) {
       const int j = 2 * pair + nib;
@@ -159,23 +91,23 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes, R>& st, int war
       const uint32_t m1 = __byte_perm(j < 4 ? mn[1][0] : mn[1][1], 0, 0x1111 * (j % 4));
       const uint32_t a_min[4] = {m0, m1, m0, m1};
       uint32_t b[kNt][2];  // [nt][k half]
-      pipe::LoadB<R>(b_addr, 32 * j, b);
+      pipe::LoadB<kRows>(b_addr, 32 * j, b);
 #pragma unroll
       for (int nt = 0; nt < kNt; ++nt) {
         int c[4];
-        Mma32(a, b[nt][0], b[nt][1], c);
+        pipe::Mma32(a, b[nt][0], b[nt][1], c);
         isum[nt][0] += sc0 * c[0], isum[nt][1] += sc0 * c[1];
         isum[nt][2] += sc1 * c[2], isum[nt][3] += sc1 * c[3];
-        MmaAcc32(a_min, b[nt][0], b[nt][1], imin[nt]);
+        pipe::MmaAcc32(a_min, b[nt][0], b[nt][1], imin[nt]);
       }
     }
   }
 }
 
 // One 256-block's float contributions added to acc, as matmul_mma.cu's Epilogue256 adds them.
-template <class F, int R>
-__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes, R>& st, int warp, int lane,
-                                            float (&acc)[R / 8][4]) {
+template <class F>
+__device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int lane,
+                                            float (&acc)[kNt][4]) {
   const int g8 = lane / 4, tig = lane % 4;
   float d[2], dmin[2];
   uint32_t sc[2][2], mn[2][2];
@@ -191,10 +123,10 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes, R>& st, int w
     mn[h][0] = s1 & 0x3F3F3F3Fu;
     mn[h][1] = ((s2 >> 4) & 0x0F0F0F0Fu) | (((s1 >> 6) & 0x03030303u) << 4);
   }
-  int isum[R / 8][4] = {}, imin[R / 8][4] = {};
-  BlockSums<F, R>(st, warp, lane, sc, mn, isum, imin);
+  int isum[kNt][4] = {}, imin[kNt][4] = {};
+  BlockSums<F>(st, warp, lane, sc, mn, isum, imin);
 #pragma unroll
-  for (int nt = 0; nt < R / 8; ++nt)
+  for (int nt = 0; nt < kNt; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float dx = st.xd[8 * nt + 2 * tig + e % 2];
@@ -204,76 +136,50 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes, R>& st, int w
     }
 }
 
-// Blocks a multiprocessor: with 32-row tiles three (168 registers; two, with no register cap,
-// ran 31B prefill 9% slower, session 17, H100); with 16-row tiles four (128 registers, no
-// spills; five spilled), 16 warps to hide the MMA and integer latencies instead of 12.
-template <int R>
-constexpr int kMinBlocks = R == 32 ? 3 : 4;
+// Three blocks a multiprocessor (168 registers; two with no register cap ran 31B prefill 9%
+// slower, and 16-row tiles at four blocks of 128 registers 15% slower, session 17-18, H100).
+constexpr int kMinBlocks = 3;
 
-template <class F, bool kPlan, int R>
-__global__ void __launch_bounds__(kThreads, (kMinBlocks<R>))
+template <class F>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
   AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<pipe::Smem<F::kBytes, R>*>(smem_raw);
+  auto& sm = *reinterpret_cast<pipe::Smem<F::kBytes, kRows>*>(smem_raw);
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int g8 = lane / 4, tig = lane % 4;
   // Row tiles vary fastest over the grid, so the blocks reading one column tile's weights run
   // together and the weights come from DRAM once.
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kCols;
-  w = TileRows<R>(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
+  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
   if (!w) return;  // the whole block: an unused entry of the tile table
   __syncthreads();
-  static_assert(!kPlan || R == kRows, "the copy plan is written for 32-row tiles");
-  CopyPlan<F> plan;  // placed only when taken (it reads 32 rows of x_row)
-  if constexpr (kPlan) plan = CopyPlan<F>(w, row_bytes, n_out, col0, x, sm.x_row);
-  BlockOrder ahead;  // with kPlan: the block kStages - 1 steps ahead of the one computed
-  // The copies of step s's block into stage `slot`.
   const auto issue = [&](int64_t s, int slot) {
-    if constexpr (kPlan && R == kRows) {
-      if (ahead.i < 8) plan.Issue(sm.stage[slot], ahead.block);
-      ahead.Advance(nblk);
-    } else if (s < nblk) {
-      IssueStep<F, R>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, StepBlock(s, nblk));
-    }
+    if (s < nblk)
+      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row,
+                   pipe::StepBlock(s, nblk));
   };
-  TreeAcc tree[R / 8][4];
-  pipe::RunPartials<R>(nblk, tree, issue, [&](int slot, int64_t, float(&acc)[R / 8][4]) {
-    ComputeStep<F, R>(sm.stage[slot], warp, lane, acc);
+  TreeAcc tree[kNt][4];
+  pipe::RunPartials<kRows>(nblk, tree, issue, [&](int slot, int64_t, float(&acc)[kNt][4]) {
+    ComputeStep<F>(sm.stage[slot], warp, lane, acc);
   });
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
-}
-
-template <class F, bool kPlan, int R>
-void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-                const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  const dim3 grid = MmaGrid(tiles, n_out, kCols);
-  constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, R>);
-  static_assert(kSmem * kMinBlocks<R> <= 228 * 1024 - 1024 * kMinBlocks<R>,
-                "the blocks a multiprocessor is to hold do not fit its shared memory");
-  auto* kernel = IntMmaK4Kernel<F, kPlan, R>;
-  // Set on every launch (cheap): one process may drive several devices.
-  LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kSmem)));
-  kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                            k / F::kElems, n_out, x, map, y);
-  LS_CUDA_LAUNCHED();
 }
 
 template <class F>
 void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
             const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  // Off until measured on a GPU (LOCKSTEP_CUDA_UNVERIFIED): 16-row tiles for dense products
-  // (the experts' tile table is built for 32), and the copy plan.
-  if (!map.perm && UnverifiedKernelOn("k4rows16")) {
-    const auto tiles16 = static_cast<unsigned>(CeilDiv(map.rows, int64_t{16}));
-    LaunchWith<F, false, 16>(w, row_bytes, k, n_out, x, map, tiles16, y, stream);
-  } else if (UnverifiedKernelOn("k4plan")) {
-    LaunchWith<F, true, kRows>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
-  } else {
-    LaunchWith<F, false, kRows>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
-  }
+  const dim3 grid = MmaGrid(tiles, n_out, kCols);
+  constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, kRows>);
+  static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
+                "the blocks a multiprocessor is to hold do not fit its shared memory");
+  // Set on every launch (cheap): one process may drive several devices.
+  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaK4Kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSmem)));
+  IntMmaK4Kernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                                       k / F::kElems, n_out, x, map, y);
+  LS_CUDA_LAUNCHED();
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ constexpr int kQh = 128, kScales = 192, kD = 208;
 constexpr int kPieces = 14;   // 16-byte pieces of a window: offset (<= 14) + 210 <= 224
 constexpr int kWindow = 240;  // bytes a staged weight row: rows 60 words apart, 8 in 8 bank quads
 constexpr int kRows = kMmaTileRows;
-constexpr int kMinBlocks = 3;  // 71 KB of shared memory a block
+constexpr int kMinBlocks = 3;  // 71 KB of shared memory and 168 registers (no spills) a block
 using Stage = pipe::Stage<kWindow, kRows>;
 using Smem = pipe::Smem<kWindow, kRows>;
 
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   // Row tiles vary fastest over the grid, so the blocks reading one column tile's weights run
   // together and the weights come from DRAM once.
   const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kCols;
-  w = TileRows<kRows>(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
+  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
   if (!w) return;  // the whole block: an unused entry of the tile table
   __syncthreads();
   int row_start[2];
@@ -172,8 +172,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
                      cudaStream_t stream) {
-  // Off until measured on a GPU (LOCKSTEP_CUDA_UNVERIFIED=q6mma): matmul_mma.cu's kernel runs.
-  if (type != DType::Q6_K || !UnverifiedKernelOn("q6mma")) return false;
+  if (type != DType::Q6_K) return false;
   const dim3 grid = MmaGrid(tiles, n_out, kCols);
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,

@@ -93,20 +93,18 @@ __device__ __forceinline__ void StoreTile(const TreeAcc (&tree)[kNt][4], int64_t
 }
 
 // The rows of a tile (blockIdx `tile`): fills x_row (activation row, -1 for none) and y_row
-// (output row) for the block's kR rows and returns the weights the tile reads (w, or its
-// expert's rows); null when the tile is an unused entry of a grouped table (whose tiles are
-// always kMmaTileRows rows: kR may differ only for dense products).
-template <int kR = kMmaTileRows>
+// (output row) for the block's kMmaTileRows rows and returns the weights the tile reads (w, or
+// its expert's rows); null when the tile is an unused entry of a grouped table.
 __device__ __forceinline__ const uint8_t* TileRows(const MmaRows& map, unsigned tile,
                                                    int64_t row_bytes, const uint8_t* w,
                                                    int64_t* x_row, int64_t* y_row) {
-  int64_t first = static_cast<int64_t>(tile) * kR, count = map.rows - first;
+  int64_t first = static_cast<int64_t>(tile) * kMmaTileRows, count = map.rows - first;
   if (map.perm) {
     first = map.tile_start[tile], count = map.tile_count[tile];
     if (count == 0) return nullptr;
     w += static_cast<int64_t>(map.tile_expert[tile]) * map.rows_per_expert * row_bytes;
   }
-  for (int r = threadIdx.x; r < kR; r += blockDim.x) {
+  for (int r = threadIdx.x; r < kMmaTileRows; r += blockDim.x) {
     const int64_t task = r >= count ? -1 : map.perm ? map.perm[first + r] : first + r;
     x_row[r] = task < 0 ? -1 : task / map.x_div;
     y_row[r] = task;
