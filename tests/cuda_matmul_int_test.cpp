@@ -106,6 +106,22 @@ class CudaIntMatMul : public ::testing::Test {
     gpu_->MatMul(gpu_->PrepareWeight(c.view), Upload(x.data(), rows, k), &y);
     ASSERT_EQ(DifferingBits(Host(y), CpuProduct(c, x, rows)), 0);
   }
+  // The raw-block kernels' cases (RawBlockKernelsMatchTheCpuDotBitForBit).
+  void CheckRawBlockKernels() {
+    const int64_t rows = 40, n = 70;
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+      for (int64_t k : {2304, 2560, 8448}) {
+        SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
+        CheckDense(type, rows, n, k, 720, 27);
+      }
+      const int n_expert = 130;
+      const int64_t n_out = 24;
+      const Case c = MakeCase(type, n_out * n_expert, 930, 2304);
+      const Weight w = gpu_->PrepareWeight(c.view);
+      SCOPED_TRACE(std::string(Name(type)) + " experts");
+      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 39);
+    }
+  }
   // Expert ids of `tasks` tasks over 130 experts: every fourth task the last expert (a long
   // run), the rest spread over the first 100.
   static std::vector<int32_t> SkewedExperts(int64_t tasks) {
@@ -352,19 +368,13 @@ TEST_F(CudaIntMatMul, ShortExpertRowsMatchTheCpuDotBitForBit) {
 // finishing order), whole and partial row and column tiles, and grouped expert tasks; every
 // output quant::DotRow's bits.
 TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
-  const int64_t rows = 40, n = 70;
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    for (int64_t k : {2304, 2560, 8448}) {
-      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-      CheckDense(type, rows, n, k, 720, 27);
-    }
-    const int n_expert = 130;
-    const int64_t n_out = 24;
-    const Case c = MakeCase(type, n_out * n_expert, 930, 2304);
-    const Weight w = gpu_->PrepareWeight(c.view);
-    SCOPED_TRACE(std::string(Name(type)) + " experts");
-    CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 39);
-  }
+  CheckRawBlockKernels();
+}
+
+// The same with the copies' fixed thread map, off until measured on a GPU.
+TEST_F(CudaIntMatMul, UnverifiedCopyMapMatchesTheCpuDotBitForBit) {
+  const testing::UnverifiedKernelsScope unverified("copy2");
+  CheckRawBlockKernels();
 }
 
 // The control: the float kernels (dequantized weights times float activations) on the same

@@ -140,7 +140,7 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
 // slower, and 16-row tiles at four blocks of 128 registers 15% slower, session 17-18, H100).
 constexpr int kMinBlocks = 3;
 
-template <class F>
+template <class F, bool kPairs>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y) {
@@ -156,9 +156,17 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (!w) return;  // the whole block: an unused entry of the tile table
   __syncthreads();
   const auto issue = [&](int64_t s, int slot) {
-    if (s < nblk)
-      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row,
-                   pipe::StepBlock(s, nblk));
+    if (s >= nblk) return;
+    const int64_t b = pipe::StepBlock(s, nblk);
+    if constexpr (kPairs) {
+      const int64_t col = col0 + (threadIdx.x >> 1);
+      const bool ok = col < n_out;
+      pipe::IssueWeightPairs<F::kBytes / 16>(
+          sm.stage[slot], ok ? w + col * row_bytes + b * F::kBytes : w, ok, 16, w);
+      pipe::IssueActivationPairs(sm.stage[slot], x, sm.x_row, b);
+    } else {
+      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
+    }
   };
   TreeAcc tree[kNt][4];
   pipe::RunPartials<kRows>(nblk, tree, issue, [&](int slot, int64_t, float(&acc)[kNt][4]) {
@@ -167,19 +175,29 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
-template <class F>
-void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+template <class F, bool kPairs>
+void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+                const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
   const dim3 grid = MmaGrid(tiles, n_out, kCols);
   constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, kRows>);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
   // Set on every launch (cheap): one process may drive several devices.
-  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaK4Kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  auto* kernel = IntMmaK4Kernel<F, kPairs>;
+  LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
-  IntMmaK4Kernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                       k / F::kElems, n_out, x, map, y);
+  kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
+                                            k / F::kElems, n_out, x, map, y);
   LS_CUDA_LAUNCHED();
+}
+
+template <class F>
+void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+  if (UnverifiedKernelOn("copy2"))  // the fixed thread map of the copies, until measured
+    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+  else
+    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
 }
 
 }  // namespace

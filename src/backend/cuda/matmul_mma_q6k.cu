@@ -137,6 +137,7 @@ __device__ __forceinline__ void ComputeStep(const Stage& st, int warp, int lane,
     }
 }
 
+template <bool kPairs>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaQ6KKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                     ActRows x, MmaRows map, float* __restrict__ y) {
@@ -157,8 +158,18 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     row_start[h] = static_cast<int>(reinterpret_cast<uintptr_t>(w + col * row_bytes) & 15);
   }
   const auto issue = [&](int64_t s, int slot) {
-    if (s < nblk)
-      IssueStep(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, pipe::StepBlock(s, nblk));
+    if (s >= nblk) return;
+    const int64_t b = pipe::StepBlock(s, nblk);
+    if constexpr (kPairs) {
+      const int64_t col = col0 + (threadIdx.x >> 1);
+      const bool ok = col < n_out;
+      const uint8_t* blk = w + (ok ? col * row_bytes + b * kBlockBytes : 0);
+      const auto start = static_cast<int>(reinterpret_cast<uintptr_t>(blk) & 15);
+      pipe::IssueWeightPairs<kPieces>(sm.stage[slot], blk - start, ok, start + 2, x.q);
+      pipe::IssueActivationPairs(sm.stage[slot], x, sm.x_row, b);
+    } else {
+      IssueStep(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
+    }
   };
   TreeAcc tree[kRows / 8][4];
   pipe::RunPartials<kRows>(nblk, tree, issue, [&](int slot, int64_t b, float(&acc)[kRows / 8][4]) {
@@ -177,11 +188,13 @@ bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, in
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
+  // The fixed thread map of the copies (LOCKSTEP_CUDA_UNVERIFIED=copy2) until measured.
+  auto* kernel = UnverifiedKernelOn("copy2") ? IntMmaQ6KKernel<true> : IntMmaQ6KKernel<false>;
   // Set on every launch (cheap): one process may drive several devices.
-  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaQ6KKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
-  IntMmaQ6KKernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                     k / 256, n_out, x, map, y);
+  kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes, k / 256,
+                                            n_out, x, map, y);
   LS_CUDA_LAUNCHED();
   return true;
 }
