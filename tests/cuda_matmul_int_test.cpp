@@ -377,6 +377,21 @@ TEST_F(CudaIntMatMul, UnverifiedCopyMapMatchesTheCpuDotBitForBit) {
   CheckRawBlockKernels();
 }
 
+// A launch split in two halves of the partials (their sum is the tree's top add), off until
+// measured on a GPU; with the copies' fixed thread map too. Rows of 1 block (the second half
+// empty), 9 and 33; every output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, UnverifiedSplitLaunchMatchesTheCpuDotBitForBit) {
+  for (const char* names : {"splitk", "copy2,splitk"}) {
+    const testing::UnverifiedKernelsScope unverified(names);
+    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+      for (int64_t k : {256, 2304, 8448}) {
+        SCOPED_TRACE(std::string(names) + " " + std::string(Name(type)) + " k " +
+                     std::to_string(k));
+        CheckDense(type, 40, 70, k, 740, 29);
+      }
+  }
+}
+
 // The control: the float kernels (dequantized weights times float activations) on the same
 // bytes give other bits in most outputs, so agreement above is not a property of the data.
 TEST_F(CudaIntMatMul, NegativeControlTheFloatKernelsMissTheCpuBits) {

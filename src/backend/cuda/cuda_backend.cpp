@@ -15,6 +15,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/matmul.h"
 #include "backend/cuda/matmul_int.h"
+#include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/moe.h"
 #include "backend/cuda/norm.h"
 #include "backend/cuda/norm_rope.h"
@@ -152,6 +153,11 @@ void* CudaBackend::ActScratch(DType t, int64_t rows, int64_t k) {
   return bytes == 0 ? nullptr : Scratch(kActQ, bytes);
 }
 
+float* CudaBackend::SplitScratch(DType t, int64_t rows, int64_t n_out) {
+  if (!WantsSplitScratch(t, rows, n_out)) return nullptr;
+  return static_cast<float*>(Scratch(kMmaSplit, static_cast<size_t>(rows * n_out) * sizeof(float)));
+}
+
 Tensor CudaBackend::NewTensor(int64_t rows, int64_t cols) {
   CHECK(rows >= 0 && cols >= 0);
   auto buf = Allocate(static_cast<size_t>(rows * cols) * sizeof(float), "a tensor");
@@ -268,7 +274,8 @@ void CudaBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   Wrote(*y);
   if (HasIntegerPath(w.type) && x.rows() > 0 && y->cols() > 0) {
     LaunchIntMatMulQuantized(w.type, w.data, static_cast<int64_t>(w.row_bytes), y->cols(),
-                             IntInput(w.type, x), x.rows(), y->data(), S(stream_));
+                             IntInput(w.type, x), x.rows(), y->data(),
+                             SplitScratch(w.type, x.rows(), y->cols()), S(stream_));
     return;
   }
   LaunchMatMul(w.type, w.data, static_cast<int64_t>(w.row_bytes), w.ne[0], y->cols(), x.data(),
@@ -297,7 +304,7 @@ void CudaBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       Tensor* y = outs[j].y;
       CheckMatMulShapes(w, x, *y);
       LaunchIntMatMulQuantized(w.type, w.data, static_cast<int64_t>(w.row_bytes), y->cols(), xq,
-                               rows, y->data(), S(stream_));
+                               rows, y->data(), SplitScratch(w.type, rows, y->cols()), S(stream_));
       done[j] = true;
     }
   }

@@ -111,12 +111,16 @@ class CudaBackend : public Backend {
     kActQ,          // quantized activation rows of the integer matmul path
     kMoeTiles,      // expert tile table of the tensor-core MoE matmuls
     kAttnPartials,  // attention's per-split softmax states
+    kMmaSplit,      // the second half of a split tensor-core matmul (matmul_mma.h)
     kScratchSlots
   };
   void* Scratch(ScratchSlot slot, size_t bytes);
   // The kActQ scratch for `rows` activation rows of length k against weights of type t (null
   // when the type is not on the integer path).
   void* ActScratch(DType t, int64_t rows, int64_t k);
+  // The kMmaSplit scratch for a rows x n_out product of type t where the tensor-core launch may
+  // split (WantsSplitScratch), else null.
+  float* SplitScratch(DType t, int64_t rows, int64_t n_out);
   // Quantized copies of norm outputs (docs/kernels.md, "Norms that quantize their output"): a
   // whole-row norm whose output an integer matmul read before writes, in the same kernel, the
   // activation rows that matmul needs; the matmul then reads them instead of launching the

@@ -332,13 +332,15 @@ ActRows QuantizeActivations(DType type, const float* x, int64_t rows, int64_t k,
 }
 
 void LaunchIntMatMulQuantized(DType type, const void* w, int64_t row_bytes, int64_t n_out,
-                              const ActRows& xq, int64_t rows, float* y, cudaStream_t stream) {
+                              const ActRows& xq, int64_t rows, float* y, float* split,
+                              cudaStream_t stream) {
   if (rows == 0 || n_out == 0) return;
   const int64_t k = xq.k;
   const bool ok = DispatchIntFormat(type, [&](auto f) {
     using F = decltype(f);
     // Tensor cores where the device has them: the same bits, weights read once per 32 rows.
-    if (rows >= kMmaMinRows && LaunchIntMma(type, w, row_bytes, k, n_out, xq, rows, y, stream))
+    if (rows >= kMmaMinRows &&
+        LaunchIntMma(type, w, row_bytes, k, n_out, xq, rows, y, split, stream))
       return;
     // Narrower instantiations for fewer rows: the same per-row arithmetic, fewer registers.
     if (rows == 1)
@@ -357,7 +359,7 @@ void LaunchIntMatMul(DType type, const void* w, int64_t row_bytes, int64_t k, in
                      const float* x, int64_t rows, float* y, void* act, cudaStream_t stream) {
   if (rows == 0 || n_out == 0) return;
   const ActRows xq = QuantizeActivations(type, x, rows, k, act, stream);
-  LaunchIntMatMulQuantized(type, w, row_bytes, n_out, xq, rows, y, stream);
+  LaunchIntMatMulQuantized(type, w, row_bytes, n_out, xq, rows, y, nullptr, stream);
 }
 
 void LaunchIntGatheredMatMul(const GatheredMatMul& m, void* act, cudaStream_t stream) {

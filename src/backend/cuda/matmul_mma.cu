@@ -7,9 +7,11 @@
 // then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
 // and the float sequence is the CPU's, so every output equals matmul_int.cu's and
 // quant::DotRow's, bit for bit, whatever the tile or the number of rows.
+#include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mma_raw.h"
@@ -276,6 +278,27 @@ void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const Ac
   LS_CUDA_LAUNCHED();
 }
 
+// The raw-block kernels' resident blocks a multiprocessor (kMinBlocks of both).
+constexpr int kRawBlocksPerSm = 3;
+constexpr int64_t kMaxSplitFloats = int64_t{16} << 20;  // 64 MiB of scratch at most
+
+bool RawBlockType(DType type) {
+  return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+}
+
+// Whether two halves of `blocks` blocks fill the device's waves better than one launch: fewer
+// blocks than half the device holds (64 rows x 5,376 outputs: 168 blocks for 396 places on 132
+// multiprocessors of 3), or a last wave filled better (1,344 blocks, 512 rows, are 3.39 waves,
+// the last 39% full; 2,688 are 6.79).
+bool SplitFillsWavesBetter(int64_t blocks) {
+  int device = 0, sms = 0;
+  LS_CUDA_CHECK(cudaGetDevice(&device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const double waves = static_cast<double>(blocks) / (kRawBlocksPerSm * sms);
+  const auto fill = [](double w) { return w / std::ceil(w); };
+  return waves < 0.5 || fill(2 * waves) > fill(waves) + 0.05;
+}
+
 int64_t MaxTiles(int64_t tasks, int n_expert) {
   return (tasks + kTileRows - 1) / kTileRows + n_expert;
 }
@@ -286,14 +309,24 @@ size_t ExpertTileBytes(int64_t tasks, int n_expert) {
   return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert) + n_expert) * sizeof(int32_t);
 }
 
+bool WantsSplitScratch(DType type, int64_t rows, int64_t n_out) {
+  return RawBlockType(type) && rows * n_out <= kMaxSplitFloats && UnverifiedKernelOn("splitk");
+}
+
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                  const ActRows& x, int64_t rows, float* y, cudaStream_t stream) {
+                  const ActRows& x, int64_t rows, float* y, float* split, cudaStream_t stream) {
   if (!DeviceHasIntMma()) return false;
   const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
   const auto tiles = static_cast<unsigned>(CeilDiv(rows, kTileRows));
-  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, stream) ||
-      LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, stream))
+  float* y2 = split && WantsSplitScratch(type, rows, n_out) &&
+                      SplitFillsWavesBetter(static_cast<int64_t>(tiles) * CeilDiv(n_out, kTileCols))
+                  ? split
+                  : nullptr;
+  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream) ||
+      LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream)) {
+    if (y2) LaunchBinary(Binary::kAdd, y, y2, y, rows * n_out, stream);  // the tree's top add
     return true;
+  }
   return DispatchIntFormat(type, [&](auto f) {
     if constexpr (decltype(f)::kElems == 32)  // the 256-element formats went to the raw kernels
       Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
@@ -322,8 +355,10 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
   }
   const MmaRows map{perm, tile_expert, tile_start, tile_count, m.rows_per_expert, m.x_div, m.tasks};
   const auto n_tiles = static_cast<unsigned>(max_tiles);
-  if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream) ||
-      LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
+  if (LaunchIntMmaK4(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, nullptr,
+                     stream) ||
+      LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, nullptr,
+                      stream))
     return true;
   return DispatchIntFormat(m.type, [&](auto f) {
     if constexpr (decltype(f)::kElems == 32)

@@ -140,10 +140,10 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
 // slower, and 16-row tiles at four blocks of 128 registers 15% slower, session 17-18, H100).
 constexpr int kMinBlocks = 3;
 
-template <class F, bool kPairs>
+template <class F, bool kPairs, bool kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
-                   ActRows x, MmaRows map, float* __restrict__ y) {
+                   ActRows x, MmaRows map, float* __restrict__ y, float* __restrict__ y2) {
   AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
   auto& sm = *reinterpret_cast<pipe::Smem<F::kBytes, kRows>*>(smem_raw);
@@ -169,48 +169,53 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
   TreeAcc tree[kNt][4];
-  pipe::RunPartials<kRows>(nblk, tree, issue, [&](int slot, int64_t, float(&acc)[kNt][4]) {
-    ComputeStep<F>(sm.stage[slot], warp, lane, acc);
-  });
-  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
+  const pipe::PartialRange range =
+      kSplit ? pipe::RangeOf(nblk, 2, blockIdx.z) : pipe::PartialRange{};
+  pipe::RunPartials<kRows, kSplit>(nblk, range, tree, issue,
+                                   [&](int slot, int64_t, float(&acc)[kNt][4]) {
+                                     ComputeStep<F>(sm.stage[slot], warp, lane, acc);
+                                   });
+  // A split launch: the first half its half total into y, the second into y2 (the caller adds).
+  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, blockIdx.z == 0 ? y : y2);
 }
 
 template <class F, bool kPairs>
 void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-                const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  const dim3 grid = MmaGrid(tiles, n_out, kCols);
+                const MmaRows& map, unsigned tiles, float* y, float* y2, cudaStream_t stream) {
+  dim3 grid = MmaGrid(tiles, n_out, kCols);
+  grid.z = y2 ? 2 : 1;
   constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, kRows>);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
   // Set on every launch (cheap): one process may drive several devices.
-  auto* kernel = IntMmaK4Kernel<F, kPairs>;
+  auto* kernel = y2 ? IntMmaK4Kernel<F, kPairs, true> : IntMmaK4Kernel<F, kPairs, false>;
   LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
   kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                            k / F::kElems, n_out, x, map, y);
+                                            k / F::kElems, n_out, x, map, y, y2);
   LS_CUDA_LAUNCHED();
 }
 
 template <class F>
 void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
+            const MmaRows& map, unsigned tiles, float* y, float* y2, cudaStream_t stream) {
   if (UnverifiedKernelOn("copy2"))  // the fixed thread map of the copies, until measured
-    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
   else
-    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
 }
 
 }  // namespace
 
 bool LaunchIntMmaK4(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                    const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                    const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
                     cudaStream_t stream) {
   switch (type) {
     case DType::Q4_K:
-      Launch<intq::K45<false>>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+      Launch<intq::K45<false>>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
       return true;
     case DType::Q5_K:
-      Launch<intq::K45<true>>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
+      Launch<intq::K45<true>>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
       return true;
     default:
       return false;

@@ -137,10 +137,10 @@ __device__ __forceinline__ void ComputeStep(const Stage& st, int warp, int lane,
     }
 }
 
-template <bool kPairs>
+template <bool kPairs, bool kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaQ6KKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
-                    ActRows x, MmaRows map, float* __restrict__ y) {
+                    ActRows x, MmaRows map, float* __restrict__ y, float* __restrict__ y2) {
   AwaitPriorKernels();
   extern __shared__ __align__(16) uint8_t smem_raw[];
   auto& sm = *reinterpret_cast<Smem*>(smem_raw);
@@ -172,29 +172,36 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   };
   TreeAcc tree[kRows / 8][4];
-  pipe::RunPartials<kRows>(nblk, tree, issue, [&](int slot, int64_t b, float(&acc)[kRows / 8][4]) {
-    ComputeStep(sm.stage[slot], warp, lane, b, row_start, acc);
-  });
-  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
+  const pipe::PartialRange range =
+      kSplit ? pipe::RangeOf(nblk, 2, blockIdx.z) : pipe::PartialRange{};
+  pipe::RunPartials<kRows, kSplit>(nblk, range, tree, issue,
+                                   [&](int slot, int64_t b, float(&acc)[kRows / 8][4]) {
+                                     ComputeStep(sm.stage[slot], warp, lane, b, row_start, acc);
+                                   });
+  // A split launch: the first half its half total into y, the second into y2 (the caller adds).
+  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, blockIdx.z == 0 ? y : y2);
 }
 
 }  // namespace
 
 bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
                      cudaStream_t stream) {
   if (type != DType::Q6_K) return false;
-  const dim3 grid = MmaGrid(tiles, n_out, kCols);
+  dim3 grid = MmaGrid(tiles, n_out, kCols);
+  grid.z = y2 ? 2 : 1;
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
   // The fixed thread map of the copies (LOCKSTEP_CUDA_UNVERIFIED=copy2) until measured.
-  auto* kernel = UnverifiedKernelOn("copy2") ? IntMmaQ6KKernel<true> : IntMmaQ6KKernel<false>;
+  const bool pairs = UnverifiedKernelOn("copy2");
+  auto* kernel = pairs ? (y2 ? IntMmaQ6KKernel<true, true> : IntMmaQ6KKernel<true, false>)
+                       : (y2 ? IntMmaQ6KKernel<false, true> : IntMmaQ6KKernel<false, false>);
   // Set on every launch (cheap): one process may drive several devices.
   LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
   kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes, k / 256,
-                                            n_out, x, map, y);
+                                            n_out, x, map, y, y2);
   LS_CUDA_LAUNCHED();
   return true;
 }

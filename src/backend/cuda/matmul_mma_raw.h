@@ -14,13 +14,15 @@
 namespace lockstep::backend::cuda {
 
 // y rows of `map` (`tiles` row tiles) = x · Wᵀ; false, launching nothing, for types other than
-// the launcher's (and while its kernel is off). The caller has checked that the device has int8
-// MMA.
+// the launcher's. The caller has checked that the device has int8 MMA. With y2 (dense products
+// only, as many floats as y) the launch is split in two halves of the partials (twice the
+// blocks, for grids that fill few waves): y gets the first half's totals and y2 the second's,
+// and y + y2, added by the caller, is the unsplit launch's y bit for bit.
 bool LaunchIntMmaK4(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                    const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                    const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
                     cudaStream_t stream);
 bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
-                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
+                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
                      cudaStream_t stream);
 
 }  // namespace lockstep::backend::cuda

@@ -65,6 +65,12 @@ struct TreeAcc {
     }
   }
   __device__ float Total() const { return pair; }
+  // A launch split in two (matmul_mma_raw.h): the first half runs partials 0, 4, 1, 5 and keeps
+  // (a0 + a4) + (a1 + a5) as its total; the second runs 2, 6, 3, 7 and ends with
+  // (a2 + a6) + (a3 + a7) instead of adding it to a first half it never had; their sum is the
+  // tree's top add, the same float as Total() of one launch.
+  __device__ void EndFirstHalf() { pair = half0; }
+  __device__ void FinishSecondHalf(float a7) { pair = __fadd_rn(pair, __fadd_rn(waiting, a7)); }
 };
 
 // The accumulators of a 64 x 32 tile's thread, element e of column tile nt being weight row

@@ -210,29 +210,75 @@ __device__ __forceinline__ uint32_t BAddr(const Stage<kWBytes, R>& st, int lane)
   return SharedAddr(&st.x[8 * (m >> 1) + i8][16 * (m & 1)]);
 }
 
+// The partials a block runs: all of them, or one half of a launch split in two (TreeAcc's
+// EndFirstHalf, FinishSecondHalf): positions [i0, i1) of PartialAt's order, which are steps
+// [first_step, end_step) of StepBlock's.
+struct PartialRange {
+  int i0 = 0, i1 = 8;
+  int64_t first_step = 0, end_step = 0;
+  bool second_half = false;
+};
+// Half `half` (0 or 1) of a launch split in `split` (1 or 2) parts.
+__device__ __forceinline__ PartialRange RangeOf(int64_t nblk, int split, int half) {
+  PartialRange r;
+  r.end_step = nblk;
+  if (split == 1) return r;
+  int64_t first_half_steps = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int p = PartialAt(i);
+    first_half_steps += p < nblk ? (nblk - p + 7) / 8 : 0;
+  }
+  if (half == 0) {
+    r.i1 = 4, r.end_step = first_half_steps;
+  } else {
+    r.i0 = 4, r.first_step = first_half_steps, r.second_half = true;
+  }
+  return r;
+}
+
 // The pipelined K loop of one tile: issue(s, slot) starts the copies of step s into stage
-// `slot` (nothing past the last step), compute(slot, b, acc) adds block b's contributions from
-// stage `slot` to acc; partials end in `tree` in PartialAt order, as Acc8 ends them.
-template <int R, class Issue, class Compute>
-__device__ __forceinline__ void RunPartials(int64_t nblk, TreeAcc (&tree)[R / 8][4], Issue issue,
+// `slot`, compute(slot, b, acc) adds block b's contributions from stage `slot` to acc; the
+// range's partials (all of them unless kSplit: a launch that may split keeps the range's
+// bounds in registers, which cost the unsplit kernel 40-100 bytes of spills) end in `tree` in
+// PartialAt order, as Acc8 ends them.
+template <int R, bool kSplit, class Issue, class Compute>
+__device__ __forceinline__ void RunPartials(int64_t nblk, PartialRange range,
+                                            TreeAcc (&tree)[R / 8][4], Issue issue,
                                             Compute compute) {
+  if constexpr (!kSplit) range = PartialRange{0, 8, 0, nblk, false};
+  const auto issue_step = [&](int64_t s, int slot) {
+    if (s < range.end_step) issue(s, slot);
+  };
+  int64_t step = range.first_step;
   for (int i = 0; i < kStages - 1; ++i) {
-    issue(i, i);
+    issue_step(step + i, i);
     CommitAsync();
   }
-  int64_t step = 0;
-  for (int i = 0; i < 8; ++i) {
+  int64_t local = 0;  // steps of this range done
+  for (int i = range.i0; i < range.i1; ++i) {
     const int p = PartialAt(i);
     float acc[R / 8][4] = {};
-    for (int64_t b = p; b < nblk; b += 8, ++step) {
+    for (int64_t b = p; b < nblk; b += 8, ++local) {
       WaitAsync<kStages - 2>();  // block b has landed (this thread's copies) ...
       __syncthreads();           // ... everyone's, and the stage refilled below is free
-      issue(step + kStages - 1, static_cast<int>((step + kStages - 1) % kStages));
+      issue_step(step + local + kStages - 1, static_cast<int>((local + kStages - 1) % kStages));
       CommitAsync();
-      compute(static_cast<int>(step % kStages), b, acc);
+      compute(static_cast<int>(local % kStages), b, acc);
     }
-    FinishPartial(tree, p, acc);
+    if (range.second_half && p == 7) {
+#pragma unroll
+      for (int nt = 0; nt < R / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tree[nt][e].FinishSecondHalf(acc[nt][e]);
+    } else {
+      FinishPartial(tree, p, acc);
+    }
   }
+  if (range.i1 == 4)
+#pragma unroll
+    for (int nt = 0; nt < R / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) tree[nt][e].EndFirstHalf();
 }
 
 }  // namespace lockstep::backend::cuda::pipe
