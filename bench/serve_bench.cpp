@@ -37,13 +37,15 @@ constexpr bench::Usage kUsage{
     "  --requests R        requests per level (default 32)\n"
     "  --tokens N          tokens per request, end of sequence ignored (default 64)\n"
     "  --threads T         server threads (default 2)\n"
+    "  --draft-rows N      rows of a step drafts may fill, decode rows first (default 8,\n"
+    "                      lockstep serve's CPU default; 0: no limit)\n"
     "  -h, --help          print this and exit\n"};
 
 struct Args {
   std::string model = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
   std::string draft = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-assistant.gguf";
   std::vector<int> clients{1, 4, 16, 32};
-  int requests = 32, tokens = 64, threads = 2;
+  int requests = 32, tokens = 64, threads = 2, draft_rows = 8;
 };
 
 const char* const kPrompts[] = {"def fibonacci(n):",       "class Stack:\n    def __init__(self):",
@@ -141,6 +143,9 @@ Args Parse(int argc, char** argv) {
       a.tokens = std::atoi(value());
     } else if (k == "--threads") {
       a.threads = std::atoi(value());
+    } else if (k == "--draft-rows") {
+      a.draft_rows = std::atoi(value());
+      if (a.draft_rows < 0) kUsage.Error(k + ": a negative row count");
     } else if (k == "--clients") {
       a.clients.clear();
       std::stringstream ss(value());
@@ -162,6 +167,7 @@ int Main(int argc, char** argv) {
   setup.model = a.model;
   setup.draft = a.draft;
   setup.threads = a.threads;
+  setup.draft_rows = a.draft_rows;
   setup.parallel = *std::max_element(a.clients.begin(), a.clients.end());
   setup.ctx = 32 + a.tokens;
   setup.config.max_queue = a.requests;

@@ -337,6 +337,45 @@ TEST(EngineAdaptiveDraft, AFruitlessDrafterIsPaused) {
   EXPECT_LT(drafted[1] * 8, drafted[0]);
 }
 
+// A cap on the rows drafts may fill (serve's --draft-rows): four sequences decoding together
+// with a right-half-the-time drafter get the same tokens as alone, and at most one draft a step
+// (four decode rows of a cap of five) instead of up to six each. The control: without the cap
+// they draft several times as much, so the cap is what cut it.
+TEST(EngineDraftRows, ACapCutsDraftsAndNeverTheTokens) {
+  backend::CpuBackend be(1);
+  auto m = model::Model::Load(testing::SyntheticPath("engine-dense", testing::DenseSpec()), be);
+  ASSERT_TRUE(m.ok());
+  const int V = (*m)->config().n_vocab;
+  HistoryOracle half_right(Truths(**m, DType::F32), 0.5, V);
+  std::vector<Request> reqs;
+  for (int i = 0; i < 4; ++i) {
+    Request r = Requests(V)[static_cast<size_t>(i)];
+    r.n_predict = 24;
+    r.draft_max = 6;
+    reqs.push_back(r);
+  }
+  int64_t drafted[2] = {0, 0};
+  for (int capped = 0; capped < 2; ++capped) {
+    engine::Options o;
+    o.n_seq_max = 4;
+    o.n_ctx = 96;
+    o.draft_max = 6;
+    o.draft_rows = capped ? 5 : 0;
+    auto e = engine::Engine::Create(**m, &half_right, o);
+    ASSERT_TRUE(e.ok());
+    auto res = engine::RunAll(**e, reqs);
+    ASSERT_TRUE(res.ok());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      EXPECT_EQ((*res)[i].tokens, Solo(**m, reqs[i], DType::F32)) << "request " << i;
+      drafted[capped] += (*res)[i].draft.drafted;
+    }
+  }
+  std::printf("  drafts of 4 sequences: no cap %lld, at most 5 rows a step %lld\n",
+              static_cast<long long>(drafted[0]), static_cast<long long>(drafted[1]));
+  EXPECT_GT(drafted[1], 0);
+  EXPECT_GT(drafted[0], 3 * drafted[1]);
+}
+
 TEST(EngineRequests, InvalidRequestsAreRefusedWithClearErrors) {
   backend::CpuBackend be(1);
   auto m = model::Model::Load(testing::SyntheticPath("engine-dense", testing::DenseSpec()), be);

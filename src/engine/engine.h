@@ -61,7 +61,11 @@ struct Options {
   int prefill_chunk = 256;  // prompt rows one sequence adds per step
   int max_rows = 0;         // target rows per step; 0: prefill_chunk + n_seq_max * (draft_max + 1)
   int draft_max = 0;        // largest K a request may use (sizes buffers)
-  int max_logit_rows = 0;   // extra output rows for requests with logits_from (lab)
+  // Rows of a step that drafts may fill, the step's decode rows counted first (0: max_rows). A
+  // step of many sequences is bound by arithmetic, where drafts that are rejected cost what
+  // they cost and buy nothing; outputs never change (speculation is exact).
+  int draft_rows = 0;
+  int max_logit_rows = 0;  // extra output rows for requests with logits_from (lab)
   DType cache_type_k = DType::F32, cache_type_v = DType::F32;
   bool prefix_sharing = true;  // new sequences reuse cached prompt prefixes of running ones
 };

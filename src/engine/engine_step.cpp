@@ -14,8 +14,9 @@ Status Engine::Draft() {
   if (!proposer_) return Status::Ok();
   draft_reqs_.clear();
   draft_outs_.clear();
-  // Every decoding sequence gets one row; drafts share what is left of the step's rows.
-  int budget = opt_.max_rows;
+  // Every decoding sequence gets one row; drafts share what is left of the step's rows (of
+  // draft_rows, when set).
+  int budget = opt_.draft_rows > 0 ? std::min(opt_.max_rows, opt_.draft_rows) : opt_.max_rows;
   for (const auto& s : slots_)
     if (s && s->decoding) --budget;
   for (auto& sp : slots_) {

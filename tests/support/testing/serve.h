@@ -30,6 +30,7 @@ struct ServeSetup {
   int parallel = 8;
   int ctx = 512;
   int draft_max = 3;
+  int draft_rows = 0;           // engine::Options::draft_rows
   int threads = 1;              // never changes a token; one thread waits least on a busy machine
   server::ServerConfig config;  // port is forced to 0 (any free port)
 };
@@ -74,6 +75,7 @@ class InProcessServer {
     eo.n_seq_max = setup_.parallel;
     eo.n_ctx = setup_.ctx;
     eo.draft_max = models_->proposer ? setup_.draft_max : 0;
+    eo.draft_rows = setup_.draft_rows;
     auto engine = engine::Engine::Create(*models_->target, models_->proposer.get(), eo);
     if (!engine.ok()) return engine.status().message();
     engine_ = std::move(*engine);
