@@ -16,6 +16,7 @@
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mma_raw.h"
 #include "backend/cuda/mma_common.cuh"
+#include "backend/cuda/mma_pipeline.cuh"
 
 namespace lockstep::backend::cuda {
 namespace {
@@ -59,25 +60,6 @@ bool DeviceHasIntMma() {
   LS_CUDA_CHECK(cudaGetDevice(&device));
   LS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   return major >= 8;
-}
-
-// Blocks of partial p (blocks p, p + 8, ...) in a row of nblk blocks.
-__device__ __forceinline__ int64_t PartialBlocks(int64_t nblk, int p) {
-  return p < nblk ? (nblk - 1 - p) / 8 + 1 : 0;
-}
-
-// The block at position f of the 32-element formats' schedule: partial PartialAt(0)'s blocks in
-// ascending order, then PartialAt(1)'s, ... (the order the accumulators finish them); nblk
-// past the end.
-__device__ __forceinline__ int64_t ScheduledBlock(int64_t nblk, int64_t f) {
-#pragma unroll
-  for (int pi = 0; pi < 8; ++pi) {
-    const int p = PartialAt(pi);
-    const int64_t n = PartialBlocks(nblk, p);
-    if (f < n) return p + 8 * f;
-    f -= n;
-  }
-  return nblk;
 }
 
 // The blocks of one step: the 8 blocks at schedule positions b .. b + 7 (every step full,
@@ -278,8 +260,6 @@ void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const Ac
   LS_CUDA_LAUNCHED();
 }
 
-// The raw-block kernels' resident blocks a multiprocessor (kMinBlocks of both).
-constexpr int kRawBlocksPerSm = 3;
 constexpr int64_t kMaxSplitFloats = int64_t{16} << 20;  // 64 MiB of scratch at most
 
 bool RawBlockType(DType type) {
@@ -294,7 +274,7 @@ bool SplitFillsWavesBetter(int64_t blocks) {
   int device = 0, sms = 0;
   LS_CUDA_CHECK(cudaGetDevice(&device));
   LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const double waves = static_cast<double>(blocks) / (kRawBlocksPerSm * sms);
+  const double waves = static_cast<double>(blocks) / (pipe::kMinBlocks * sms);
   const auto fill = [](double w) { return w / std::ceil(w); };
   return waves < 0.5 || fill(2 * waves) > fill(waves) + 0.05;
 }
@@ -318,10 +298,11 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
   if (!DeviceHasIntMma()) return false;
   const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
   const auto tiles = static_cast<unsigned>(CeilDiv(rows, kTileRows));
-  float* y2 = split && WantsSplitScratch(type, rows, n_out) &&
-                      SplitFillsWavesBetter(static_cast<int64_t>(tiles) * CeilDiv(n_out, kTileCols))
-                  ? split
-                  : nullptr;
+  // The caller passes `split` only where WantsSplitScratch.
+  float* y2 =
+      split && SplitFillsWavesBetter(static_cast<int64_t>(tiles) * CeilDiv(n_out, kTileCols))
+          ? split
+          : nullptr;
   if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream) ||
       LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream)) {
     if (y2) LaunchBinary(Binary::kAdd, y, y2, y, rows * n_out, stream);  // the tree's top add

@@ -136,9 +136,7 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
     }
 }
 
-// Three blocks a multiprocessor (168 registers; two with no register cap ran 31B prefill 9%
-// slower, and 16-row tiles at four blocks of 128 registers 15% slower, session 17-18, H100).
-constexpr int kMinBlocks = 3;
+using pipe::kMinBlocks;
 
 template <class F, bool kPairs, bool kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
@@ -157,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   __syncthreads();
   const auto issue = [&](int64_t s, int slot) {
     if (s >= nblk) return;
-    const int64_t b = pipe::StepBlock(s, nblk);
+    const int64_t b = ScheduledBlock(nblk, s);
     if constexpr (kPairs) {
       const int64_t col = col0 + (threadIdx.x >> 1);
       const bool ok = col < n_out;

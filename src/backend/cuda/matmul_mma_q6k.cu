@@ -26,7 +26,7 @@ constexpr int kQh = 128, kScales = 192, kD = 208;
 constexpr int kPieces = 14;   // 16-byte pieces of a window: offset (<= 14) + 210 <= 224
 constexpr int kWindow = 240;  // bytes a staged weight row: rows 60 words apart, 8 in 8 bank quads
 constexpr int kRows = kMmaTileRows;
-constexpr int kMinBlocks = 3;  // 71 KB of shared memory and 168 registers (no spills) a block
+using pipe::kMinBlocks;  // 71 KB of shared memory and 168 registers (no spills) a block
 using Stage = pipe::Stage<kWindow, kRows>;
 using Smem = pipe::Smem<kWindow, kRows>;
 
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
   const auto issue = [&](int64_t s, int slot) {
     if (s >= nblk) return;
-    const int64_t b = pipe::StepBlock(s, nblk);
+    const int64_t b = ScheduledBlock(nblk, s);
     if constexpr (kPairs) {
       const int64_t col = col0 + (threadIdx.x >> 1);
       const bool ok = col < n_out;

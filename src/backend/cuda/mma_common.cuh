@@ -38,6 +38,25 @@ __device__ __forceinline__ int PartialAt(int i) {
   return (i % 2) * 4 + i / 2;
 }
 
+// Blocks of partial p (blocks p, p + 8, ...) in a row of nblk blocks.
+__device__ __forceinline__ int64_t PartialBlocks(int64_t nblk, int p) {
+  return p < nblk ? (nblk - 1 - p) / 8 + 1 : 0;
+}
+
+// The block at position f of the order every tensor-core kernel takes a row's blocks in:
+// partial PartialAt(0)'s blocks ascending, then PartialAt(1)'s, ... (the order the accumulators
+// finish them); nblk past the end.
+__device__ __forceinline__ int64_t ScheduledBlock(int64_t nblk, int64_t f) {
+#pragma unroll
+  for (int pi = 0; pi < 8; ++pi) {
+    const int p = PartialAt(pi);
+    const int64_t n = PartialBlocks(nblk, p);
+    if (f < n) return p + 8 * f;
+    f -= n;
+  }
+  return nblk;
+}
+
 // The float tree of Acc8 run as partials complete in PartialAt order. At most three values are
 // live at once (a partial waiting for its pair, a pair waiting for the next, the first half), so
 // three registers a tree: the fourth of a struct of named sums stayed live across the whole

@@ -19,7 +19,12 @@ inline constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per war
 inline constexpr int kWarps = kCols / 16;
 inline constexpr int kThreads = kWarps * kWarp;
 inline constexpr int kStages = 3;
-inline constexpr int kXStride = 256 + 16;  // bytes per staged activation row: conflict-free
+inline constexpr int kXStride = 256 + 16;
+// Blocks a multiprocessor holds of each raw-block kernel: its __launch_bounds__, and the split
+// launches' wave count (matmul_mma.cu). 3 (168 registers; two with no register cap ran 31B
+// prefill 9% slower, and 16-row tiles at four blocks of 128 registers 15% slower, sessions
+// 17-18, H100).
+inline constexpr int kMinBlocks = 3;  // bytes per staged activation row: conflict-free
 
 // One 256-element block of every column and row of the tile: kWBytes bytes of each weight row
 // (the raw block, or a 16-byte aligned window around it), the activation rows' levels and scales.
@@ -123,17 +128,6 @@ __device__ __forceinline__ uint32_t SharedAddr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-// The block of step s: partials in PartialAt order, each partial's blocks in ascending order.
-__device__ __forceinline__ int64_t StepBlock(int64_t s, int64_t nblk) {
-  for (int i = 0; i < 8; ++i) {
-    const int p = PartialAt(i);
-    const int64_t n = p < nblk ? (nblk - p + 7) / 8 : 0;
-    if (s < n) return p + 8 * s;
-    s -= n;
-  }
-  return -1;
-}
-
 // Starts the copy of block b of the tile's activation rows (levels and scale) into `st`.
 template <int kWBytes, int R>
 __device__ __forceinline__ void IssueActivations(Stage<kWBytes, R>& st, const ActRows& x,
@@ -212,7 +206,7 @@ __device__ __forceinline__ uint32_t BAddr(const Stage<kWBytes, R>& st, int lane)
 
 // The partials a block runs: all of them, or one half of a launch split in two (TreeAcc's
 // EndFirstHalf, FinishSecondHalf): positions [i0, i1) of PartialAt's order, which are steps
-// [first_step, end_step) of StepBlock's.
+// [first_step, end_step) of ScheduledBlock's.
 struct PartialRange {
   int i0 = 0, i1 = 8;
   int64_t first_step = 0, end_step = 0;
@@ -224,10 +218,7 @@ __device__ __forceinline__ PartialRange RangeOf(int64_t nblk, int split, int hal
   r.end_step = nblk;
   if (split == 1) return r;
   int64_t first_half_steps = 0;
-  for (int i = 0; i < 4; ++i) {
-    const int p = PartialAt(i);
-    first_half_steps += p < nblk ? (nblk - p + 7) / 8 : 0;
-  }
+  for (int i = 0; i < 4; ++i) first_half_steps += PartialBlocks(nblk, PartialAt(i));
   if (half == 0) {
     r.i1 = 4, r.end_step = first_half_steps;
   } else {
