@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "bench_common.h"
+#include "engine/engine.h"
 #include "testing/serve.h"
 
 namespace lockstep {
@@ -45,7 +46,7 @@ struct Args {
   std::string model = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-target.gguf";
   std::string draft = std::string(LOCKSTEP_SOURCE_DIR) + "/models/lockstep-code-assistant.gguf";
   std::vector<int> clients{1, 4, 16, 32};
-  int requests = 32, tokens = 64, threads = 2, draft_rows = 8;
+  int requests = 32, tokens = 64, threads = 2, draft_rows = engine::kCpuDraftRows;
 };
 
 const char* const kPrompts[] = {"def fibonacci(n):",       "class Stack:\n    def __init__(self):",

@@ -130,7 +130,7 @@ void AddOptions(CLI::App& app, Args& a) {
 // client unchanged); a GPU step of a few dozen rows is still bound by reading the weights.
 int DraftRowsFor(const Args& a, const backend::Backend& b) {
   if (a.draft_rows >= 0) return a.draft_rows;
-  return b.name() == "cpu" ? 8 : 0;
+  return b.name() == "cpu" ? engine::kCpuDraftRows : 0;
 }
 
 Expected<engine::Options> EngineOptions(const Args& a, const LoadedModels& m) {

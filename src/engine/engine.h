@@ -55,6 +55,9 @@ struct SeqResult {
   double prompt_ms = 0, generate_ms = 0;
 };
 
+// lockstep serve's draft_rows on the CPU (docs/server.md; 0, no cap, on CUDA).
+inline constexpr int kCpuDraftRows = 8;
+
 struct Options {
   int n_seq_max = 1;        // sequences decoded together (KV slots)
   int n_ctx = 4096;         // positions per sequence
