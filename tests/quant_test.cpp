@@ -290,33 +290,45 @@ TEST(QuantDot, F32BlockEqualsDotF32BitForBit) {
 }
 
 // AddWeightedRows against the scalar loop it defines (each product rounded, added in row
-// order), on every level this CPU runs, for lengths around each level's steps (AVX2: 32 and 8;
-// AVX-512: 256, 128, ..., 16 and a masked tail); a fused multiply-add or the rows added in
-// reverse differ (negative controls: the comparison sees the order).
+// order), on every level this CPU runs, for 1 to kMaxWeightedAccs accumulators (each with its
+// own weights) and lengths around each level's steps (AVX2: 16 and 8 and a scalar tail;
+// AVX-512: 64, 16 and a masked tail); a fused multiply-add or the rows added in reverse differ
+// (negative controls: the comparison sees the order).
 void CheckAddWeightedRows(Isa isa) {
   for (int64_t n : {5, 8, 16, 40, 256, 300, 512, 1003}) {
     for (int n_rows : {1, 3, 16}) {
-      std::vector<std::vector<float>> rows;
-      std::vector<const float*> ptrs;
-      for (int t = 0; t < n_rows; ++t) rows.push_back(testing::GaussianRow(n, 500 + t));
-      for (const auto& r : rows) ptrs.push_back(r.data());
-      const auto w = testing::GaussianRow(n_rows, 600);
-      auto acc = testing::GaussianRow(n, 700);
-      auto want = acc, fused = acc, reversed = acc;
-      AddWeightedRowsIsa(isa, ptrs.data(), w.data(), n_rows, n, acc.data());
-      for (int64_t i = 0; i < n; ++i) {
-        for (int t = 0; t < n_rows; ++t) {
-          const float prod = w[t] * rows[t][i];
-          want[i] = want[i] + prod;
-          fused[i] = std::fma(w[t], rows[t][i], fused[i]);
-          reversed[i] = reversed[i] + w[n_rows - 1 - t] * rows[n_rows - 1 - t][i];
+      for (int n_acc = 1; n_acc <= kMaxWeightedAccs; ++n_acc) {
+        std::vector<std::vector<float>> rows, w, acc;
+        std::vector<const float*> row_ptrs, w_ptrs;
+        std::vector<float*> acc_ptrs;
+        for (int t = 0; t < n_rows; ++t) rows.push_back(testing::GaussianRow(n, 500 + t));
+        for (int q = 0; q < n_acc; ++q) {
+          w.push_back(testing::GaussianRow(n_rows, 600 + q));
+          acc.push_back(testing::GaussianRow(n, 700 + q));
         }
-        ASSERT_EQ(testing::FloatBits(acc[i]), testing::FloatBits(want[i]))
-            << "n=" << n << " rows=" << n_rows << " i=" << i;
-      }
-      if (n >= 256 && n_rows == 16) {
-        EXPECT_NE(std::memcmp(fused.data(), want.data(), 4 * n), 0);
-        EXPECT_NE(std::memcmp(reversed.data(), want.data(), 4 * n), 0);
+        for (const auto& r : rows) row_ptrs.push_back(r.data());
+        for (const auto& r : w) w_ptrs.push_back(r.data());
+        const auto start = acc;
+        for (auto& r : acc) acc_ptrs.push_back(r.data());
+        AddWeightedRowsIsa(isa, row_ptrs.data(), n_rows, w_ptrs.data(), n_acc, n, acc_ptrs.data());
+        for (int q = 0; q < n_acc; ++q) {
+          auto want = start[static_cast<size_t>(q)], fused = want, reversed = want;
+          const auto& wq = w[static_cast<size_t>(q)];
+          for (int64_t i = 0; i < n; ++i) {
+            for (int t = 0; t < n_rows; ++t) {
+              want[i] = want[i] + wq[t] * rows[t][i];
+              fused[i] = std::fma(wq[t], rows[t][i], fused[i]);
+              const int r = n_rows - 1 - t;
+              reversed[i] = reversed[i] + wq[r] * rows[r][i];
+            }
+            ASSERT_EQ(testing::FloatBits(acc[q][i]), testing::FloatBits(want[i]))
+                << "n=" << n << " rows=" << n_rows << " accs=" << n_acc << " q=" << q << " i=" << i;
+          }
+          if (n >= 256 && n_rows == 16) {
+            EXPECT_NE(std::memcmp(fused.data(), want.data(), 4 * n), 0);
+            EXPECT_NE(std::memcmp(reversed.data(), want.data(), 4 * n), 0);
+          }
+        }
       }
     }
   }

@@ -256,17 +256,20 @@ void DotF32BlockIsa(Isa isa, const float* const* keys, const float* const* queri
     for (int c = 0; c < kMaxDotCols; ++c) out[q][c] = DotF32(keys[c], queries[q], n);
 }
 
-void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc) {
-  AddWeightedRowsIsa(CpuIsa(), rows, w, n_rows, n, acc);
+void AddWeightedRows(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                     int64_t n, float* const* acc) {
+  AddWeightedRowsIsa(CpuIsa(), rows, n_rows, w, n_acc, n, acc);
 }
 
-void AddWeightedRowsIsa(Isa isa, const float* const* rows, const float* w, int n_rows, int64_t n,
-                        float* acc) {
+void AddWeightedRowsIsa(Isa isa, const float* const* rows, int n_rows, const float* const* w,
+                        int n_acc, int64_t n, float* const* acc) {
   CHECKF(CpuHasIsa(isa), "AddWeightedRows: this CPU lacks {}", IsaName(isa));
-  if (isa == Isa::kAvx512) return detail::AddWeightedRowsAvx512(rows, w, n_rows, n, acc);
-  if (isa == Isa::kAvx2) return detail::AddWeightedRowsAvx2(rows, w, n_rows, n, acc);
-  for (int t = 0; t < n_rows; ++t)
-    for (int64_t i = 0; i < n; ++i) acc[i] += w[t] * rows[t][i];
+  CHECKF(n_acc >= 1 && n_acc <= kMaxWeightedAccs, "AddWeightedRows: {} accumulators", n_acc);
+  if (isa == Isa::kAvx512) return detail::AddWeightedRowsAvx512(rows, n_rows, w, n_acc, n, acc);
+  if (isa == Isa::kAvx2) return detail::AddWeightedRowsAvx2(rows, n_rows, w, n_acc, n, acc);
+  for (int q = 0; q < n_acc; ++q)
+    for (int t = 0; t < n_rows; ++t)
+      for (int64_t i = 0; i < n; ++i) acc[q][i] += w[q][t] * rows[t][i];
 }
 
 void DotColsIsa(Isa isa, const void* const* w_rows, int n_cols, const PreparedRow& x, float* out) {

@@ -262,28 +262,55 @@ void DotF32BlockAvx2(const float* const* keys, const float* const* queries, int 
   if (q < n_queries) F32KeysBlock<1>(keys, queries + q, n, out + q);
 }
 
-void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
-                         float* acc) {
-  int64_t i = 0;
-  // 32 elements (4 registers) at a time, every row's product added in row order.
-  for (; i + 32 <= n; i += 32) {
-    __m256 a[4];
-    for (int j = 0; j < 4; ++j) a[j] = _mm256_loadu_ps(acc + i + 8 * j);
-    for (int t = 0; t < n_rows; ++t) {
-      const __m256 wt = _mm256_set1_ps(w[t]);
-      for (int j = 0; j < 4; ++j)
-        a[j] = _mm256_add_ps(a[j], _mm256_mul_ps(wt, _mm256_loadu_ps(rows[t] + i + 8 * j)));
+namespace {
+
+// acc[q][i, i + 8 kRegs) over all rows for q < kQ, every value row loaded once for all
+// accumulators; each element gets the scalar loop's products and additions in row order.
+template <int kRegs, int kQ>
+void AddRowsChunk(const float* const* rows, int n_rows, const float* const* w, int64_t i,
+                  float* const* acc) {
+  __m256 a[kQ][kRegs];
+  for (int q = 0; q < kQ; ++q)
+    for (int j = 0; j < kRegs; ++j) a[q][j] = _mm256_loadu_ps(acc[q] + i + 8 * j);
+  for (int t = 0; t < n_rows; ++t) {
+    __m256 v[kRegs];
+    for (int j = 0; j < kRegs; ++j) v[j] = _mm256_loadu_ps(rows[t] + i + 8 * j);
+    for (int q = 0; q < kQ; ++q) {
+      const __m256 wt = _mm256_set1_ps(w[q][t]);
+      for (int j = 0; j < kRegs; ++j) a[q][j] = _mm256_add_ps(a[q][j], _mm256_mul_ps(wt, v[j]));
     }
-    for (int j = 0; j < 4; ++j) _mm256_storeu_ps(acc + i + 8 * j, a[j]);
   }
-  for (; i + 8 <= n; i += 8) {
-    __m256 a = _mm256_loadu_ps(acc + i);
-    for (int t = 0; t < n_rows; ++t)
-      a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[t]), _mm256_loadu_ps(rows[t] + i)));
-    _mm256_storeu_ps(acc + i, a);
+  for (int q = 0; q < kQ; ++q)
+    for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(acc[q] + i + 8 * j, a[q][j]);
+}
+
+// 16 elements (two registers) an accumulator at a time: four accumulators fill 8 of the 16
+// ymm registers and one alone still has two independent sums.
+template <int kQ>
+void AddRows(const float* const* rows, int n_rows, const float* const* w, int64_t n,
+             float* const* acc) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) AddRowsChunk<2, kQ>(rows, n_rows, w, i, acc);
+  for (; i + 8 <= n; i += 8) AddRowsChunk<1, kQ>(rows, n_rows, w, i, acc);
+  for (int q = 0; q < kQ; ++q)
+    for (int64_t e = i; e < n; ++e)
+      for (int t = 0; t < n_rows; ++t) acc[q][e] += w[q][t] * rows[t][e];
+}
+
+}  // namespace
+
+void AddWeightedRowsAvx2(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                         int64_t n, float* const* acc) {
+  switch (n_acc) {
+    case 1:
+      return AddRows<1>(rows, n_rows, w, n, acc);
+    case 2:
+      return AddRows<2>(rows, n_rows, w, n, acc);
+    case 3:
+      return AddRows<3>(rows, n_rows, w, n, acc);
+    default:
+      return AddRows<4>(rows, n_rows, w, n, acc);
   }
-  for (; i < n; ++i)
-    for (int t = 0; t < n_rows; ++t) acc[i] += w[t] * rows[t][i];
 }
 
 Kernel Avx2Kernel(DType t) {

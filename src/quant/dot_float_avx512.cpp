@@ -1,6 +1,10 @@
-// Attention's float kernels on AVX-512: scores of up to four queries against four keys (ymm
-// registers 16-31 hold the extra sums), and the weighted sum of value rows with up to 256
-// accumulator elements in registers while every value row streams through once, in row order.
+// Attention's float kernels on AVX-512: scores of up to four queries against four keys (two
+// keys' 8-lane sums a register), and the weighted sum of value rows into up to four
+// accumulators at once, every value row loaded once for all of them, in row order.
+// GCC 12's AVX-512 headers build some vectors from _mm512_undefined_*(), which trips its own
+// -Wuninitialized under -Werror (a known false positive); nothing here reads undefined lanes.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include "quant/dot_f32_block_x86.h"
@@ -9,60 +13,120 @@
 namespace lockstep::quant::detail {
 namespace {
 
-// acc[i, i + 16 kRegs) over all rows. Element i still gets ((acc + w0 r0) + w1 r1) + ... with
-// each product rounded (-ffp-contract=off keeps the multiply and the add apart): the same bits
-// as the scalar loop, whatever the chunk width. Sixteen independent sums hide the add latency
-// that bounds the four-register AVX2 loop.
-template <int kRegs>
-void AddRowsChunk(const float* const* rows, const float* w, int n_rows, int64_t i, float* acc) {
-  __m512 a[kRegs];
-  for (int j = 0; j < kRegs; ++j) a[j] = _mm512_loadu_ps(acc + i + 16 * j);
-  for (int t = 0; t < n_rows; ++t) {
-    const __m512 wt = _mm512_set1_ps(w[t]);
-    const float* row = rows[t] + i;
-    for (int j = 0; j < kRegs; ++j)
-      a[j] = _mm512_add_ps(a[j], _mm512_mul_ps(wt, _mm512_loadu_ps(row + 16 * j)));
+// out[q][c] = DotF32(keys[c], queries[q], n) for c < 4, q < kQ, bit for bit: keys 2p and 2p + 1
+// share a register (lanes 0-7 and 8-15) against the query's 8 elements in both halves, so each
+// lane still adds the elements i = lane mod 8 of its own key in order, with half the multiplies
+// and adds of the 8-lane kernel (F32KeysBlock), whose tail and tree it then shares.
+template <int kQ>
+void F32KeysBlockWide(const float* const* keys, const float* const* queries, int64_t n,
+                      float* const* out) {
+  __m512 acc[kQ][2];
+  for (auto& row : acc)
+    for (auto& v : row) v = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m512 key[2];
+    for (int p = 0; p < 2; ++p)
+      key[p] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(keys[2 * p] + i)),
+                                  _mm256_loadu_ps(keys[2 * p + 1] + i), 1);
+    for (int q = 0; q < kQ; ++q) {
+      const __m512 x = _mm512_broadcast_f32x8(_mm256_loadu_ps(queries[q] + i));
+      for (int p = 0; p < 2; ++p) acc[q][p] = _mm512_add_ps(acc[q][p], _mm512_mul_ps(key[p], x));
+    }
   }
-  for (int j = 0; j < kRegs; ++j) _mm512_storeu_ps(acc + i + 16 * j, a[j]);
+  for (int q = 0; q < kQ; ++q) {
+    __m256 sums[4];
+    for (int p = 0; p < 2; ++p) {
+      sums[2 * p] = _mm512_castps512_ps256(acc[q][p]);
+      sums[2 * p + 1] = _mm512_extractf32x8_ps(acc[q][p], 1);
+    }
+    if (i == n) {
+      _mm_storeu_ps(out[q], Acc8Tree4(sums));
+      continue;
+    }
+    for (int c = 0; c < 4; ++c) {
+      Acc8 lanes;  // the tail goes to lanes 0.., then DotF32's tree
+      _mm256_storeu_ps(lanes.a, sums[c]);
+      for (int64_t j = i; j < n; ++j) lanes.Add(j - i, keys[c][j] * queries[q][j]);
+      out[q][c] = lanes.Sum();
+    }
+  }
+}
+
+// acc[q][i, i + 16 kRegs) over all rows for q < kQ. Element i of each accumulator still gets
+// ((acc + w0 r0) + w1 r1) + ... with each product rounded (-ffp-contract=off keeps the multiply
+// and the add apart): the scalar loop's bits, whatever the chunk width or accumulator count.
+// One accumulator alone is bound by loading the value rows; four share each load.
+template <int kRegs, int kQ>
+void AddRowsChunk(const float* const* rows, int n_rows, const float* const* w, int64_t i,
+                  float* const* acc) {
+  __m512 a[kQ][kRegs];
+  for (int q = 0; q < kQ; ++q)
+    for (int j = 0; j < kRegs; ++j) a[q][j] = _mm512_loadu_ps(acc[q] + i + 16 * j);
+  for (int t = 0; t < n_rows; ++t) {
+    __m512 v[kRegs];
+    for (int j = 0; j < kRegs; ++j) v[j] = _mm512_loadu_ps(rows[t] + i + 16 * j);
+    for (int q = 0; q < kQ; ++q) {
+      const __m512 wt = _mm512_set1_ps(w[q][t]);
+      for (int j = 0; j < kRegs; ++j) a[q][j] = _mm512_add_ps(a[q][j], _mm512_mul_ps(wt, v[j]));
+    }
+  }
+  for (int q = 0; q < kQ; ++q)
+    for (int j = 0; j < kRegs; ++j) _mm512_storeu_ps(acc[q] + i + 16 * j, a[q][j]);
 }
 
 // The last n % 16 elements, lanes past n masked off (their loads do not touch memory).
-void AddRowsMasked(const float* const* rows, const float* w, int n_rows, int64_t i, int n_left,
-                   float* acc) {
+template <int kQ>
+void AddRowsMasked(const float* const* rows, int n_rows, const float* const* w, int64_t i,
+                   int n_left, float* const* acc) {
   const auto mask = static_cast<__mmask16>((1u << n_left) - 1);
-  __m512 a = _mm512_maskz_loadu_ps(mask, acc + i);
-  for (int t = 0; t < n_rows; ++t)
-    a = _mm512_add_ps(
-        a, _mm512_mul_ps(_mm512_set1_ps(w[t]), _mm512_maskz_loadu_ps(mask, rows[t] + i)));
-  _mm512_mask_storeu_ps(acc + i, mask, a);
+  __m512 a[kQ];
+  for (int q = 0; q < kQ; ++q) a[q] = _mm512_maskz_loadu_ps(mask, acc[q] + i);
+  for (int t = 0; t < n_rows; ++t) {
+    const __m512 v = _mm512_maskz_loadu_ps(mask, rows[t] + i);
+    for (int q = 0; q < kQ; ++q)
+      a[q] = _mm512_add_ps(a[q], _mm512_mul_ps(_mm512_set1_ps(w[q][t]), v));
+  }
+  for (int q = 0; q < kQ; ++q) _mm512_mask_storeu_ps(acc[q] + i, mask, a[q]);
+}
+
+template <int kQ>
+void AddRows(const float* const* rows, int n_rows, const float* const* w, int64_t n,
+             float* const* acc) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) AddRowsChunk<4, kQ>(rows, n_rows, w, i, acc);
+  for (; i + 16 <= n; i += 16) AddRowsChunk<1, kQ>(rows, n_rows, w, i, acc);
+  if (i < n) AddRowsMasked<kQ>(rows, n_rows, w, i, static_cast<int>(n - i), acc);
 }
 
 }  // namespace
 
 void DotF32BlockAvx512(const float* const* keys, const float* const* queries, int n_queries,
                        int64_t n, float* const* out) {
-  // Up to four queries a pass: 16 sums in flight in 32 ymm registers.
   switch (n_queries) {
     case 1:
-      return F32KeysBlock<1>(keys, queries, n, out);
+      return F32KeysBlockWide<1>(keys, queries, n, out);
     case 2:
-      return F32KeysBlock<2>(keys, queries, n, out);
+      return F32KeysBlockWide<2>(keys, queries, n, out);
     case 3:
-      return F32KeysBlock<3>(keys, queries, n, out);
+      return F32KeysBlockWide<3>(keys, queries, n, out);
     default:
-      return F32KeysBlock<4>(keys, queries, n, out);
+      return F32KeysBlockWide<4>(keys, queries, n, out);
   }
 }
 
-void AddWeightedRowsAvx512(const float* const* rows, const float* w, int n_rows, int64_t n,
-                           float* acc) {
-  int64_t i = 0;
-  for (; i + 256 <= n; i += 256) AddRowsChunk<16>(rows, w, n_rows, i, acc);
-  if (i + 128 <= n) AddRowsChunk<8>(rows, w, n_rows, i, acc), i += 128;
-  if (i + 64 <= n) AddRowsChunk<4>(rows, w, n_rows, i, acc), i += 64;
-  if (i + 32 <= n) AddRowsChunk<2>(rows, w, n_rows, i, acc), i += 32;
-  if (i + 16 <= n) AddRowsChunk<1>(rows, w, n_rows, i, acc), i += 16;
-  if (i < n) AddRowsMasked(rows, w, n_rows, i, static_cast<int>(n - i), acc);
+void AddWeightedRowsAvx512(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                           int64_t n, float* const* acc) {
+  switch (n_acc) {
+    case 1:
+      return AddRows<1>(rows, n_rows, w, n, acc);
+    case 2:
+      return AddRows<2>(rows, n_rows, w, n, acc);
+    case 3:
+      return AddRows<3>(rows, n_rows, w, n, acc);
+    default:
+      return AddRows<4>(rows, n_rows, w, n, acc);
+  }
 }
 
 }  // namespace lockstep::quant::detail

@@ -91,12 +91,12 @@ void DotF32BlockAvx2(const float* const* keys, const float* const* queries, int 
                      int64_t n, float* const* out);
 void DotF32BlockAvx512(const float* const* keys, const float* const* queries, int n_queries,
                        int64_t n, float* const* out);
-// AddWeightedRows on AVX2 (dot_avx2.cpp): the accumulator stays in registers across the rows.
-void AddWeightedRowsAvx2(const float* const* rows, const float* w, int n_rows, int64_t n,
-                         float* acc);
-// AddWeightedRows on AVX-512 (dot_float_avx512.cpp): up to 256 accumulator elements in registers.
-void AddWeightedRowsAvx512(const float* const* rows, const float* w, int n_rows, int64_t n,
-                           float* acc);
+// AddWeightedRows on AVX2 (dot_avx2.cpp) and AVX-512 (dot_float_avx512.cpp): the accumulators
+// stay in registers across the rows, each value row loaded once for all of them.
+void AddWeightedRowsAvx2(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                         int64_t n, float* const* acc);
+void AddWeightedRowsAvx512(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                           int64_t n, float* const* acc);
 
 // Header-local (internal linkage) so the AVX2 translation unit gets its own copies and no
 // AVX-encoded out-of-line copy can be picked by the linker for portable callers.

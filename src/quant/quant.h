@@ -102,12 +102,16 @@ void DotF32Block(const float* const* keys, const float* const* queries, int n_qu
 // DotF32Block with the kernel of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
 void DotF32BlockIsa(Isa isa, const float* const* keys, const float* const* queries, int n_queries,
                     int64_t n, float* const* out);
-// acc[i] = (...((acc[i] + w[0] * rows[0][i]) + w[1] * rows[1][i]) ...) + w[n_rows-1] *
-// rows[n_rows-1][i] for i < n: each product rounded, then added in row order (no fused
-// multiply-add), the same bits on every level (attention's weighted sum of value rows).
-void AddWeightedRows(const float* const* rows, const float* w, int n_rows, int64_t n, float* acc);
+// Attention's weighted sum of value rows into accumulators that all read the same rows:
+// acc[q][i] = (...((acc[q][i] + w[q][0] * rows[0][i]) + w[q][1] * rows[1][i]) ...) +
+// w[q][n_rows-1] * rows[n_rows-1][i] for i < n and q < n_acc (1..kMaxWeightedAccs): each product
+// rounded, then added in row order (no fused multiply-add), the same bits on every level and
+// for any n_acc; each value row is loaded once for all accumulators.
+inline constexpr int kMaxWeightedAccs = 4;
+void AddWeightedRows(const float* const* rows, int n_rows, const float* const* w, int n_acc,
+                     int64_t n, float* const* acc);
 // AddWeightedRows with the kernel of level `isa` (CpuHasIsa(isa) must hold); tests compare levels.
-void AddWeightedRowsIsa(Isa isa, const float* const* rows, const float* w, int n_rows, int64_t n,
-                        float* acc);
+void AddWeightedRowsIsa(Isa isa, const float* const* rows, int n_rows, const float* const* w,
+                        int n_acc, int64_t n, float* const* acc);
 
 }  // namespace lockstep::quant

@@ -59,8 +59,10 @@ bool CacheType(DType t) {
 // function of the row's own scores, so every path still gives the same bits.
 constexpr float kMinLogWeight = -80.0f;
 
-// Queries one attention work item holds (rows x heads of one KV head).
-constexpr int kBlockQueries = 8;
+// Queries one attention work item holds (rows x heads of one KV head). Every item streams its
+// keys and values through the cache once: 16 queries share that read (a d17b 512-token
+// prefill's attention: 237 ms at 8, 208 ms at 16 and at 32, 2 threads).
+constexpr int kBlockQueries = 16;
 
 int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -137,18 +139,30 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
     }
     std::fill(qs.acc[j], qs.acc[j] + head_dim, 0.0f);
   }
-  // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sum stays in
-  // registers across a tile; the order per element is the same).
+  // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sums stay in
+  // registers across a tile; the order per element is the same). Queries that read the whole
+  // tile go through AddWeightedRows together (each value row loaded once for all of them); the
+  // block's edges alone. The same bits either way.
   for (int t0 = first; t0 < end; t0 += kValueTile) {
     const int nv = std::min(kValueTile, end - t0);
     const float* vs[kValueTile];
     fetch(kv.v, kv.type_v, kv.v_width, t0, nv, vs);
+    const float* whole_w[kBlockQueries];
+    float* whole_acc[kBlockQueries];
+    int n_whole = 0;
     for (int j = 0; j < qs.n; ++j) {
       const auto [a, z] = span(j, t0, nv);
-      if (a < z)
-        quant::AddWeightedRows(vs + (a - t0), qs.scores[j] + (a - qs.lo[j]), z - a, head_dim,
-                               qs.acc[j]);
+      const float* w = qs.scores[j] + (a - qs.lo[j]);
+      if (a == t0 && z - a == nv) {
+        whole_w[n_whole] = w;
+        whole_acc[n_whole++] = qs.acc[j];
+      } else if (a < z) {
+        quant::AddWeightedRows(vs + (a - t0), z - a, &w, 1, head_dim, &qs.acc[j]);
+      }
     }
+    for (int g = 0; g < n_whole; g += quant::kMaxWeightedAccs)
+      quant::AddWeightedRows(vs, nv, whole_w + g, std::min(quant::kMaxWeightedAccs, n_whole - g),
+                             head_dim, whole_acc + g);
   }
   for (int j = 0; j < qs.n; ++j) {
     const float inv = 1.0f / sum[j];
