@@ -86,7 +86,7 @@ void Run(Isa isa, const PackedMatrix& m, int64_t g, int n_cols, const PreparedRo
          Name(x[0].wtype), x[0].n);
   const detail::PackedFn f = KernelFor(isa, m.type());
   CHECKF(f != nullptr, "DotPacked: no {} kernel for {}", IsaName(isa), Name(m.type()));
-  f(m.group(g), m.k() / PackedUnitElems(m.type()), n_cols, x, n_rows, out, out_stride);
+  f(m.group(g), m.n_units(), n_cols, x, n_rows, out, out_stride);
 }
 
 void FreeAligned(uint8_t* p) {
@@ -125,6 +125,7 @@ std::unique_ptr<PackedMatrix> PackIsa(Isa isa, DType t, const void* w, size_t ro
   m->type_ = t;
   m->n_rows_ = n_rows;
   m->k_ = k;
+  m->n_units_ = nb;
   const size_t block_bytes = static_cast<size_t>(layout.n_dwords) * 4 * kPackedCols;
   m->group_bytes_ = block_bytes * static_cast<size_t>(nb);
   const size_t total = m->group_bytes_ * static_cast<size_t>(m->n_groups());

@@ -28,6 +28,8 @@ class PackedMatrix {
   int64_t n_rows() const { return n_rows_; }
   int64_t k() const { return k_; }
   int64_t n_groups() const { return (n_rows_ + kPackedCols - 1) / kPackedCols; }
+  // Packing units along k (k / PackedUnitElems(type)), kept so a kernel call needs no layout.
+  int64_t n_units() const { return n_units_; }
   size_t group_bytes() const { return group_bytes_; }
   size_t bytes() const { return group_bytes_ * static_cast<size_t>(n_groups()); }
   const uint8_t* group(int64_t g) const {
@@ -38,7 +40,7 @@ class PackedMatrix {
   friend std::unique_ptr<PackedMatrix> PackIsa(Isa, DType, const void*, size_t, int64_t, int64_t,
                                                ThreadPool*);
   DType type_ = DType::F32;
-  int64_t n_rows_ = 0, k_ = 0;
+  int64_t n_rows_ = 0, k_ = 0, n_units_ = 0;
   size_t group_bytes_ = 0;
   std::unique_ptr<uint8_t[], void (*)(uint8_t*)> data_{nullptr, nullptr};
 };
