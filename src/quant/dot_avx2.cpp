@@ -8,6 +8,7 @@
 #include "quant/dot_extra.h"
 #include "quant/dot_f32_block_x86.h"
 #include "quant/dot_x86.h"
+#include "quant/weighted_rows_x86.h"
 
 namespace lockstep::quant::detail {
 namespace {
@@ -264,53 +265,31 @@ void DotF32BlockAvx2(const float* const* keys, const float* const* queries, int 
 
 namespace {
 
-// acc[q][i, i + 8 kRegs) over all rows for q < kQ, every value row loaded once for all
-// accumulators; each element gets the scalar loop's products and additions in row order.
-template <int kRegs, int kQ>
-void AddRowsChunk(const float* const* rows, int n_rows, const float* const* w, int64_t i,
-                  float* const* acc) {
-  __m256 a[kQ][kRegs];
-  for (int q = 0; q < kQ; ++q)
-    for (int j = 0; j < kRegs; ++j) a[q][j] = _mm256_loadu_ps(acc[q] + i + 8 * j);
-  for (int t = 0; t < n_rows; ++t) {
-    __m256 v[kRegs];
-    for (int j = 0; j < kRegs; ++j) v[j] = _mm256_loadu_ps(rows[t] + i + 8 * j);
-    for (int q = 0; q < kQ; ++q) {
-      const __m256 wt = _mm256_set1_ps(w[q][t]);
-      for (int j = 0; j < kRegs; ++j) a[q][j] = _mm256_add_ps(a[q][j], _mm256_mul_ps(wt, v[j]));
-    }
+// Eight float lanes; 16 elements (two registers) an accumulator a chunk: four accumulators fill
+// 8 of the 16 ymm registers and one alone still has two independent sums. The last n % 8
+// elements in scalar code (the same operations).
+struct Lanes8f {
+  using V = __m256;
+  static constexpr int kLanes = 8, kWideRegs = 2;
+  static V Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm256_set1_ps(x); }
+  static V Add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V Mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  template <int kQ>
+  static void Tail(const float* const* rows, int n_rows, const float* const* w, int64_t i,
+                   int n_left, float* const* acc) {
+    for (int q = 0; q < kQ; ++q)
+      for (int64_t e = i; e < i + n_left; ++e)
+        for (int t = 0; t < n_rows; ++t) acc[q][e] += w[q][t] * rows[t][e];
   }
-  for (int q = 0; q < kQ; ++q)
-    for (int j = 0; j < kRegs; ++j) _mm256_storeu_ps(acc[q] + i + 8 * j, a[q][j]);
-}
-
-// 16 elements (two registers) an accumulator at a time: four accumulators fill 8 of the 16
-// ymm registers and one alone still has two independent sums.
-template <int kQ>
-void AddRows(const float* const* rows, int n_rows, const float* const* w, int64_t n,
-             float* const* acc) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) AddRowsChunk<2, kQ>(rows, n_rows, w, i, acc);
-  for (; i + 8 <= n; i += 8) AddRowsChunk<1, kQ>(rows, n_rows, w, i, acc);
-  for (int q = 0; q < kQ; ++q)
-    for (int64_t e = i; e < n; ++e)
-      for (int t = 0; t < n_rows; ++t) acc[q][e] += w[q][t] * rows[t][e];
-}
+};
 
 }  // namespace
 
 void AddWeightedRowsAvx2(const float* const* rows, int n_rows, const float* const* w, int n_acc,
                          int64_t n, float* const* acc) {
-  switch (n_acc) {
-    case 1:
-      return AddRows<1>(rows, n_rows, w, n, acc);
-    case 2:
-      return AddRows<2>(rows, n_rows, w, n, acc);
-    case 3:
-      return AddRows<3>(rows, n_rows, w, n, acc);
-    default:
-      return AddRows<4>(rows, n_rows, w, n, acc);
-  }
+  AddWeightedRowsWith<Lanes8f>(rows, n_rows, w, n_acc, n, acc);
 }
 
 Kernel Avx2Kernel(DType t) {

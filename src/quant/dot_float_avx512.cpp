@@ -9,6 +9,7 @@
 
 #include "quant/dot_f32_block_x86.h"
 #include "quant/dot_internal.h"
+#include "quant/weighted_rows_x86.h"
 
 namespace lockstep::quant::detail {
 namespace {
@@ -53,51 +54,30 @@ void F32KeysBlockWide(const float* const* keys, const float* const* queries, int
   }
 }
 
-// acc[q][i, i + 16 kRegs) over all rows for q < kQ. Element i of each accumulator still gets
-// ((acc + w0 r0) + w1 r1) + ... with each product rounded (-ffp-contract=off keeps the multiply
-// and the add apart): the scalar loop's bits, whatever the chunk width or accumulator count.
-// One accumulator alone is bound by loading the value rows; four share each load.
-template <int kRegs, int kQ>
-void AddRowsChunk(const float* const* rows, int n_rows, const float* const* w, int64_t i,
-                  float* const* acc) {
-  __m512 a[kQ][kRegs];
-  for (int q = 0; q < kQ; ++q)
-    for (int j = 0; j < kRegs; ++j) a[q][j] = _mm512_loadu_ps(acc[q] + i + 16 * j);
-  for (int t = 0; t < n_rows; ++t) {
-    __m512 v[kRegs];
-    for (int j = 0; j < kRegs; ++j) v[j] = _mm512_loadu_ps(rows[t] + i + 16 * j);
-    for (int q = 0; q < kQ; ++q) {
-      const __m512 wt = _mm512_set1_ps(w[q][t]);
-      for (int j = 0; j < kRegs; ++j) a[q][j] = _mm512_add_ps(a[q][j], _mm512_mul_ps(wt, v[j]));
-    }
-  }
-  for (int q = 0; q < kQ; ++q)
-    for (int j = 0; j < kRegs; ++j) _mm512_storeu_ps(acc[q] + i + 16 * j, a[q][j]);
-}
-
-// The last n % 16 elements, lanes past n masked off (their loads do not touch memory).
-template <int kQ>
-void AddRowsMasked(const float* const* rows, int n_rows, const float* const* w, int64_t i,
+// Sixteen float lanes; 64 elements (four registers) an accumulator a chunk (16 of the 32 zmm
+// registers for four accumulators); the last n % 16 elements with the lanes past n masked off
+// (their loads do not touch memory).
+struct Lanes16f {
+  using V = __m512;
+  static constexpr int kLanes = 16, kWideRegs = 4;
+  static V Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V Set1(float x) { return _mm512_set1_ps(x); }
+  static V Add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V Mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  template <int kQ>
+  static void Tail(const float* const* rows, int n_rows, const float* const* w, int64_t i,
                    int n_left, float* const* acc) {
-  const auto mask = static_cast<__mmask16>((1u << n_left) - 1);
-  __m512 a[kQ];
-  for (int q = 0; q < kQ; ++q) a[q] = _mm512_maskz_loadu_ps(mask, acc[q] + i);
-  for (int t = 0; t < n_rows; ++t) {
-    const __m512 v = _mm512_maskz_loadu_ps(mask, rows[t] + i);
-    for (int q = 0; q < kQ; ++q)
-      a[q] = _mm512_add_ps(a[q], _mm512_mul_ps(_mm512_set1_ps(w[q][t]), v));
+    const auto mask = static_cast<__mmask16>((1u << n_left) - 1);
+    V a[kQ];
+    for (int q = 0; q < kQ; ++q) a[q] = _mm512_maskz_loadu_ps(mask, acc[q] + i);
+    for (int t = 0; t < n_rows; ++t) {
+      const V v = _mm512_maskz_loadu_ps(mask, rows[t] + i);
+      for (int q = 0; q < kQ; ++q) a[q] = Add(a[q], Mul(Set1(w[q][t]), v));
+    }
+    for (int q = 0; q < kQ; ++q) _mm512_mask_storeu_ps(acc[q] + i, mask, a[q]);
   }
-  for (int q = 0; q < kQ; ++q) _mm512_mask_storeu_ps(acc[q] + i, mask, a[q]);
-}
-
-template <int kQ>
-void AddRows(const float* const* rows, int n_rows, const float* const* w, int64_t n,
-             float* const* acc) {
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) AddRowsChunk<4, kQ>(rows, n_rows, w, i, acc);
-  for (; i + 16 <= n; i += 16) AddRowsChunk<1, kQ>(rows, n_rows, w, i, acc);
-  if (i < n) AddRowsMasked<kQ>(rows, n_rows, w, i, static_cast<int>(n - i), acc);
-}
+};
 
 }  // namespace
 
@@ -117,16 +97,7 @@ void DotF32BlockAvx512(const float* const* keys, const float* const* queries, in
 
 void AddWeightedRowsAvx512(const float* const* rows, int n_rows, const float* const* w, int n_acc,
                            int64_t n, float* const* acc) {
-  switch (n_acc) {
-    case 1:
-      return AddRows<1>(rows, n_rows, w, n, acc);
-    case 2:
-      return AddRows<2>(rows, n_rows, w, n, acc);
-    case 3:
-      return AddRows<3>(rows, n_rows, w, n, acc);
-    default:
-      return AddRows<4>(rows, n_rows, w, n, acc);
-  }
+  AddWeightedRowsWith<Lanes16f>(rows, n_rows, w, n_acc, n, acc);
 }
 
 }  // namespace lockstep::quant::detail
