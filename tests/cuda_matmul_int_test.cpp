@@ -371,24 +371,23 @@ TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
   CheckRawBlockKernels();
 }
 
-// The same with the copies' fixed thread map, off until measured on a GPU.
-TEST_F(CudaIntMatMul, UnverifiedCopyMapMatchesTheCpuDotBitForBit) {
-  const testing::UnverifiedKernelsScope unverified("copy2");
-  CheckRawBlockKernels();
-}
-
-// A launch split in two halves of the partials (their sum is the tree's top add), off until
-// measured on a GPU; with the copies' fixed thread map too. Rows of 1 block (the second half
-// empty), 9 and 33; every output quant::DotRow's bits.
-TEST_F(CudaIntMatMul, UnverifiedSplitLaunchMatchesTheCpuDotBitForBit) {
-  for (const char* names : {"splitk", "copy2,splitk"}) {
-    const testing::UnverifiedKernelsScope unverified(names);
-    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
-      for (int64_t k : {256, 2304, 8448}) {
-        SCOPED_TRACE(std::string(names) + " " + std::string(Name(type)) + " k " +
-                     std::to_string(k));
-        CheckDense(type, 40, 70, k, 740, 29);
-      }
+// Dense launches either split in two halves of the partials (their sum is the tree's top add:
+// a launch whose two halves fit one wave of the device) or whole: 40 rows x 70 outputs (4
+// blocks) split, rows of 1 block (the second half empty), 9 and 33; 40 rows x enough outputs
+// for more than half a wave of this device stay whole. Every output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, SplitAndWholeLaunchesMatchTheCpuDotBitForBit) {
+  int device = 0, sms = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+  // 2 row tiles x n_whole / 64 column tiles > 3 blocks a multiprocessor / 2.
+  const int64_t n_whole = 64 * (3 * static_cast<int64_t>(sms) / 4 + 1);
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (int64_t k : {256, 2304, 8448}) {
+      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k) + " split");
+      CheckDense(type, 40, 70, k, 740, 29);
+    }
+    SCOPED_TRACE(std::string(Name(type)) + " whole, " + std::to_string(n_whole) + " outputs");
+    CheckDense(type, 40, n_whole, 2304, 750, 31);
   }
 }
 

@@ -33,10 +33,9 @@ namespace lockstep::backend::cuda {
 inline constexpr int kWarp = 32;
 
 // Kernels not yet shown to pay on a GPU (session 13: norms that quantize their output, `norm`;
-// the short-row expert GEMV, `narrow`; session 18: the raw-block kernels' fixed copy map,
-// `copy2`, and split launches, `splitk`) stay off unless LOCKSTEP_CUDA_UNVERIFIED is 1 (all) or
+// the short-row expert GEMV, `narrow`) stay off unless LOCKSTEP_CUDA_UNVERIFIED is 1 (all) or
 // names them (e.g. "norm,narrow"), so main's GPU path is what has been measured to help; their
-// tests turn them on (docs/benchmarks.md, "session 13", "session 18").
+// tests turn them on (docs/benchmarks.md, "session 13").
 bool UnverifiedKernelOn(const char* name);
 
 inline int CeilDiv(int64_t a, int64_t b) {

@@ -7,7 +7,6 @@
 // then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
 // and the float sequence is the CPU's, so every output equals matmul_int.cu's and
 // quant::DotRow's, bit for bit, whatever the tile or the number of rows.
-#include <cmath>
 #include <cstdint>
 
 #include "backend/cuda/common.cuh"
@@ -266,17 +265,15 @@ bool RawBlockType(DType type) {
   return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
 }
 
-// Whether two halves of `blocks` blocks fill the device's waves better than one launch: fewer
-// blocks than half the device holds (64 rows x 5,376 outputs: 168 blocks for 396 places on 132
-// multiprocessors of 3), or a last wave filled better (1,344 blocks, 512 rows, are 3.39 waves,
-// the last 39% full; 2,688 are 6.79).
+// Whether a launch of `blocks` blocks splits in two halves of the partials: when both halves
+// together still fit one wave of the device (64 rows x 5,376 outputs: 168 blocks for 396
+// places on 132 multiprocessors of 3), each block then does half the work. A fuller last wave
+// alone does not pay (session 19, H100: 512 rows x 5,376 outputs, 3.39 waves, 5% slower split).
 bool SplitFillsWavesBetter(int64_t blocks) {
   int device = 0, sms = 0;
   LS_CUDA_CHECK(cudaGetDevice(&device));
   LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const double waves = static_cast<double>(blocks) / (pipe::kMinBlocks * sms);
-  const auto fill = [](double w) { return w / std::ceil(w); };
-  return waves < 0.5 || fill(2 * waves) > fill(waves) + 0.05;
+  return 2 * blocks <= static_cast<int64_t>(pipe::kMinBlocks) * sms;
 }
 
 int64_t MaxTiles(int64_t tasks, int n_expert) {
@@ -290,7 +287,7 @@ size_t ExpertTileBytes(int64_t tasks, int n_expert) {
 }
 
 bool WantsSplitScratch(DType type, int64_t rows, int64_t n_out) {
-  return RawBlockType(type) && rows * n_out <= kMaxSplitFloats && UnverifiedKernelOn("splitk");
+  return RawBlockType(type) && rows * n_out <= kMaxSplitFloats;
 }
 
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,

@@ -19,8 +19,7 @@ inline constexpr int64_t kMmaMinRows = 16;
 // y = x · Wᵀ over activation rows already quantized for `type` (x); false, launching nothing,
 // if the type has no integer-path kernel or the device no int8 MMA (before sm_80). `split`
 // (null, or rows x n_out floats of scratch): where a launch fills few waves of the device, the
-// raw-block kernels may split it in two halves of the partials and add them (the same bits;
-// LOCKSTEP_CUDA_UNVERIFIED=splitk until measured on a GPU).
+// raw-block kernels split it in two halves of the partials and add them (the same bits).
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                   const ActRows& x, int64_t rows, float* y, float* split, cudaStream_t stream);
 

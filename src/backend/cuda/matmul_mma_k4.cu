@@ -138,7 +138,7 @@ __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp
 
 using pipe::kMinBlocks;
 
-template <class F, bool kPairs, bool kSplit>
+template <class F, bool kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaK4Kernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                    ActRows x, MmaRows map, float* __restrict__ y, float* __restrict__ y2) {
@@ -156,15 +156,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const auto issue = [&](int64_t s, int slot) {
     if (s >= nblk) return;
     const int64_t b = ScheduledBlock(nblk, s);
-    if constexpr (kPairs) {
-      const int64_t col = col0 + (threadIdx.x >> 1);
-      const bool ok = col < n_out;
-      pipe::IssueWeightPairs<F::kBytes / 16>(
-          sm.stage[slot], ok ? w + col * row_bytes + b * F::kBytes : w, ok, 16, w);
-      pipe::IssueActivationPairs(sm.stage[slot], x, sm.x_row, b);
-    } else {
-      IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
-    }
+    IssueStep<F>(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
   };
   TreeAcc tree[kNt][4];
   const pipe::PartialRange range =
@@ -177,30 +169,21 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, blockIdx.z == 0 ? y : y2);
 }
 
-template <class F, bool kPairs>
-void LaunchWith(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-                const MmaRows& map, unsigned tiles, float* y, float* y2, cudaStream_t stream) {
+template <class F>
+void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
+            const MmaRows& map, unsigned tiles, float* y, float* y2, cudaStream_t stream) {
   dim3 grid = MmaGrid(tiles, n_out, kCols);
   grid.z = y2 ? 2 : 1;
   constexpr size_t kSmem = sizeof(pipe::Smem<F::kBytes, kRows>);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
   // Set on every launch (cheap): one process may drive several devices.
-  auto* kernel = y2 ? IntMmaK4Kernel<F, kPairs, true> : IntMmaK4Kernel<F, kPairs, false>;
+  auto* kernel = y2 ? IntMmaK4Kernel<F, true> : IntMmaK4Kernel<F, false>;
   LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));
   kernel<<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
                                             k / F::kElems, n_out, x, map, y, y2);
   LS_CUDA_LAUNCHED();
-}
-
-template <class F>
-void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-            const MmaRows& map, unsigned tiles, float* y, float* y2, cudaStream_t stream) {
-  if (UnverifiedKernelOn("copy2"))  // the fixed thread map of the copies, until measured
-    LaunchWith<F, true>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
-  else
-    LaunchWith<F, false>(w, row_bytes, k, n_out, x, map, tiles, y, y2, stream);
 }
 
 }  // namespace

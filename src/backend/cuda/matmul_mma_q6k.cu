@@ -137,7 +137,7 @@ __device__ __forceinline__ void ComputeStep(const Stage& st, int warp, int lane,
     }
 }
 
-template <bool kPairs, bool kSplit>
+template <bool kSplit>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     IntMmaQ6KKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
                     ActRows x, MmaRows map, float* __restrict__ y, float* __restrict__ y2) {
@@ -160,16 +160,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const auto issue = [&](int64_t s, int slot) {
     if (s >= nblk) return;
     const int64_t b = ScheduledBlock(nblk, s);
-    if constexpr (kPairs) {
-      const int64_t col = col0 + (threadIdx.x >> 1);
-      const bool ok = col < n_out;
-      const uint8_t* blk = w + (ok ? col * row_bytes + b * kBlockBytes : 0);
-      const auto start = static_cast<int>(reinterpret_cast<uintptr_t>(blk) & 15);
-      pipe::IssueWeightPairs<kPieces>(sm.stage[slot], blk - start, ok, start + 2, x.q);
-      pipe::IssueActivationPairs(sm.stage[slot], x, sm.x_row, b);
-    } else {
-      IssueStep(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
-    }
+    IssueStep(sm.stage[slot], w, row_bytes, n_out, col0, x, sm.x_row, b);
   };
   TreeAcc tree[kRows / 8][4];
   const pipe::PartialRange range =
@@ -193,10 +184,7 @@ bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, in
   constexpr size_t kSmem = sizeof(Smem);
   static_assert(kSmem * kMinBlocks <= 228 * 1024 - 1024 * kMinBlocks,
                 "the blocks a multiprocessor is to hold do not fit its shared memory");
-  // The fixed thread map of the copies (LOCKSTEP_CUDA_UNVERIFIED=copy2) until measured.
-  const bool pairs = UnverifiedKernelOn("copy2");
-  auto* kernel = pairs ? (y2 ? IntMmaQ6KKernel<true, true> : IntMmaQ6KKernel<true, false>)
-                       : (y2 ? IntMmaQ6KKernel<false, true> : IntMmaQ6KKernel<false, false>);
+  auto* kernel = y2 ? IntMmaQ6KKernel<true> : IntMmaQ6KKernel<false>;
   // Set on every launch (cheap): one process may drive several devices.
   LS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kSmem)));

@@ -145,45 +145,6 @@ __device__ __forceinline__ void IssueActivations(Stage<kWBytes, R>& st, const Ac
   }
 }
 
-// The same copies with a fixed thread map (LOCKSTEP_CUDA_UNVERIFIED=copy2 until measured on a
-// GPU; then one of the two maps is deleted): thread t copies 16-byte pieces 2 k + (t & 1) of one
-// weight row (t >> 1) and pieces 2 (2 k + (t >> 6)) + (t & 1) of one activation row
-// ((t >> 1) & 31), so each thread's sources are one base pointer a step plus constant offsets
-// (no division by the piece count, no 64-bit product a piece: about 300 of a step's 1,230
-// instructions a warp in the SASS of the map above) and the two lanes of a pair fetch 32
-// contiguous bytes, whole sectors. `col_src`: the thread's weight row's first piece this step
-// (16-byte aligned; only its address when !ok); the last of kPieces pieces copies `last_bytes`.
-template <int kPieces, int kWBytes, int R>
-__device__ __forceinline__ void IssueWeightPairs(Stage<kWBytes, R>& st, const uint8_t* col_src,
-                                                 bool ok, int last_bytes, const void* dummy) {
-  static_assert(kThreads == 2 * kCols, "two threads a weight row");
-  const int c = threadIdx.x >> 1, odd = threadIdx.x & 1;
-#pragma unroll
-  for (int k = 0; k < (kPieces + 1) / 2; ++k) {
-    const int piece = 2 * k + odd;
-    if (piece < kPieces)
-      CopyAsync16(&st.w[c][16 * piece], ok ? col_src + 16 * piece : dummy,
-                  ok ? (piece == kPieces - 1 ? last_bytes : 16) : 0);
-  }
-}
-template <int kWBytes, int R>
-__device__ __forceinline__ void IssueActivationPairs(Stage<kWBytes, R>& st, const ActRows& x,
-                                                     const int64_t* x_row, int64_t b) {
-  static_assert(kThreads == 4 * R, "four threads an activation row");
-  const int t = threadIdx.x, r = (t >> 1) & (R - 1), first = 2 * (t >> 6) + (t & 1);
-  const int64_t row = x_row[r];
-  const int8_t* src = row >= 0 ? x.q + row * x.k + b * 256 : x.q;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int piece = first + 4 * k;  // 32-byte chunks t >> 6, 2 + t >> 6, ... of the row
-    CopyAsync16(&st.x[r][16 * piece], src + (row >= 0 ? 16 * piece : 0), row >= 0);
-  }
-  if (t < R) {
-    const int64_t d_row = x_row[t];
-    CopyAsync4(&st.xd[t], d_row >= 0 ? x.d + d_row * (x.k / 256) + b : x.d, d_row >= 0);
-  }
-}
-
 // B fragments of the tile's R / 8 column tiles for the 32 activation elements at byte offset
 // k0 of the staged rows (b[nt][0]: k 0-15, b[nt][1]: k 16-31); b_addr is the lane's ldmatrix
 // row, BAddr.
