@@ -154,7 +154,7 @@ void* CudaBackend::ActScratch(DType t, int64_t rows, int64_t k) {
 }
 
 float* CudaBackend::SplitScratch(DType t, int64_t rows, int64_t n_out) {
-  if (!WantsSplitScratch(t, rows, n_out)) return nullptr;
+  if (!SplitsIntMma(t, rows, n_out)) return nullptr;
   return static_cast<float*>(Scratch(kMmaSplit, static_cast<size_t>(rows * n_out) * sizeof(float)));
 }
 

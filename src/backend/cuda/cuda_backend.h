@@ -118,8 +118,8 @@ class CudaBackend : public Backend {
   // The kActQ scratch for `rows` activation rows of length k against weights of type t (null
   // when the type is not on the integer path).
   void* ActScratch(DType t, int64_t rows, int64_t k);
-  // The kMmaSplit scratch for a rows x n_out product of type t where the tensor-core launch may
-  // split (WantsSplitScratch), else null.
+  // The kMmaSplit scratch for a rows x n_out product of type t where the tensor-core launch
+  // splits (SplitsIntMma), else null.
   float* SplitScratch(DType t, int64_t rows, int64_t n_out);
   // Quantized copies of norm outputs (docs/kernels.md, "Norms that quantize their output"): a
   // whole-row norm whose output an integer matmul read before writes, in the same kernel, the

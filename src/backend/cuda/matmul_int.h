@@ -67,7 +67,7 @@ ActRows QuantizeActivations(DType type, const float* x, int64_t rows, int64_t k,
                             cudaStream_t stream);
 
 // y = x · Wᵀ from activations QuantizeActivations made for a type of the same block length.
-// `split`: null, or rows x n_out floats of scratch where WantsSplitScratch (matmul_mma.h).
+// `split`: rows x n_out floats of scratch exactly where SplitsIntMma (matmul_mma.h), else null.
 void LaunchIntMatMulQuantized(DType type, const void* w, int64_t row_bytes, int64_t n_out,
                               const ActRows& xq, int64_t rows, float* y, float* split,
                               cudaStream_t stream);

@@ -65,7 +65,6 @@ bool DeviceHasIntMma() {
 // whatever nblk % 8: a step of one partial's blocks b, b + 8, ... left 5 of 8 sub-blocks empty
 // for the 22-block rows of a 704-wide expert). Sub-block s of the step is block
 // ScheduledBlock(nblk, b + s), element range [32 s, 32 s + 32) of the staged rows.
-
 template <class F>
 __device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
                           int64_t n_out, int64_t col0, const ActRows& x, int64_t b) {
@@ -259,21 +258,8 @@ void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const Ac
   LS_CUDA_LAUNCHED();
 }
 
-constexpr int64_t kMaxSplitFloats = int64_t{16} << 20;  // 64 MiB of scratch at most
-
 bool RawBlockType(DType type) {
   return type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
-}
-
-// Whether a launch of `blocks` blocks splits in two halves of the partials: when both halves
-// together still fit one wave of the device (64 rows x 5,376 outputs: 168 blocks for 396
-// places on 132 multiprocessors of 3), each block then does half the work. A fuller last wave
-// alone does not pay (session 19, H100: 512 rows x 5,376 outputs, 3.39 waves, 5% slower split).
-bool SplitFillsWavesBetter(int64_t blocks) {
-  int device = 0, sms = 0;
-  LS_CUDA_CHECK(cudaGetDevice(&device));
-  LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return 2 * blocks <= static_cast<int64_t>(pipe::kMinBlocks) * sms;
 }
 
 int64_t MaxTiles(int64_t tasks, int n_expert) {
@@ -286,8 +272,17 @@ size_t ExpertTileBytes(int64_t tasks, int n_expert) {
   return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert) + n_expert) * sizeof(int32_t);
 }
 
-bool WantsSplitScratch(DType type, int64_t rows, int64_t n_out) {
-  return RawBlockType(type) && rows * n_out <= kMaxSplitFloats;
+// Split when both halves together still fit one wave of the device (64 rows x 5,376 outputs:
+// 168 blocks for 396 places on 132 multiprocessors of 3), each block then doing half the work.
+// A fuller last wave alone does not pay (session 19, H100: 512 rows x 5,376 outputs, 3.39 waves,
+// 5% slower split).
+bool SplitsIntMma(DType type, int64_t rows, int64_t n_out) {
+  if (!RawBlockType(type) || rows < kMmaMinRows || !DeviceHasIntMma()) return false;
+  int device = 0, sms = 0;
+  LS_CUDA_CHECK(cudaGetDevice(&device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t blocks = CeilDiv(rows, kTileRows) * static_cast<int64_t>(CeilDiv(n_out, kTileCols));
+  return 2 * blocks <= static_cast<int64_t>(pipe::kMinBlocks) * sms;
 }
 
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
@@ -295,14 +290,10 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
   if (!DeviceHasIntMma()) return false;
   const MmaRows map{nullptr, nullptr, nullptr, nullptr, 0, 1, rows};
   const auto tiles = static_cast<unsigned>(CeilDiv(rows, kTileRows));
-  // The caller passes `split` only where WantsSplitScratch.
-  float* y2 =
-      split && SplitFillsWavesBetter(static_cast<int64_t>(tiles) * CeilDiv(n_out, kTileCols))
-          ? split
-          : nullptr;
-  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream) ||
-      LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, y2, stream)) {
-    if (y2) LaunchBinary(Binary::kAdd, y, y2, y, rows * n_out, stream);  // the tree's top add
+  // The caller passes `split` exactly where SplitsIntMma.
+  if (LaunchIntMmaK4(type, w, row_bytes, k, n_out, x, map, tiles, y, split, stream) ||
+      LaunchIntMmaQ6K(type, w, row_bytes, k, n_out, x, map, tiles, y, split, stream)) {
+    if (split) LaunchBinary(Binary::kAdd, y, split, y, rows * n_out, stream);  // the tree's top add
     return true;
   }
   return DispatchIntFormat(type, [&](auto f) {

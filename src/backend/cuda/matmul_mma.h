@@ -17,14 +17,15 @@ namespace lockstep::backend::cuda {
 inline constexpr int64_t kMmaMinRows = 16;
 
 // y = x · Wᵀ over activation rows already quantized for `type` (x); false, launching nothing,
-// if the type has no integer-path kernel or the device no int8 MMA (before sm_80). `split`
-// (null, or rows x n_out floats of scratch): where a launch fills few waves of the device, the
-// raw-block kernels split it in two halves of the partials and add them (the same bits).
+// if the type has no integer-path kernel or the device no int8 MMA (before sm_80). `split`:
+// rows x n_out floats of scratch exactly where SplitsIntMma, else null; the raw-block kernels
+// then run the launch as two halves of the partials and add them (the same bits).
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                   const ActRows& x, int64_t rows, float* y, float* split, cudaStream_t stream);
 
-// Whether LaunchIntMma may use a split scratch for these products (the caller then passes one).
-bool WantsSplitScratch(DType type, int64_t rows, int64_t n_out);
+// Whether LaunchIntMma splits a dense rows x n_out product of `type` (a raw-block type on the
+// tensor cores whose launch, in two halves, still fits one wave of the device).
+bool SplitsIntMma(DType type, int64_t rows, int64_t n_out);
 
 // Device bytes of the tile table LaunchIntMmaGrouped builds for `tasks` tasks over n_expert.
 size_t ExpertTileBytes(int64_t tasks, int n_expert);

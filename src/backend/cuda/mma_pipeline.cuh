@@ -19,12 +19,12 @@ inline constexpr int kCols = 64;  // weight rows (outputs) per block: 16 per war
 inline constexpr int kWarps = kCols / 16;
 inline constexpr int kThreads = kWarps * kWarp;
 inline constexpr int kStages = 3;
-inline constexpr int kXStride = 256 + 16;
+inline constexpr int kXStride = 256 + 16;  // bytes per staged activation row: conflict-free
 // Blocks a multiprocessor holds of each raw-block kernel: its __launch_bounds__, and the split
 // launches' wave count (matmul_mma.cu). 3 (168 registers; two with no register cap ran 31B
 // prefill 9% slower, and 16-row tiles at four blocks of 128 registers 15% slower, sessions
 // 17-18, H100).
-inline constexpr int kMinBlocks = 3;  // bytes per staged activation row: conflict-free
+inline constexpr int kMinBlocks = 3;
 
 // One 256-element block of every column and row of the tile: kWBytes bytes of each weight row
 // (the raw block, or a 16-byte aligned window around it), the activation rows' levels and scales.
