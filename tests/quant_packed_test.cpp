@@ -143,8 +143,9 @@ INSTANTIATE_TEST_SUITE_P(Levels, QuantPackedIsa, ::testing::Values(Isa::kAvx2, I
                          [](const auto& level) { return std::string(IsaName(level.param)); });
 
 // Whole matmuls through the CPU backend with a packed weight (PrepareWeight packs it): column
-// blocks over 1-3 threads, MatMuls, row passes of the 8192-wide case, and the row-by-row
-// baseline (tiles off) all equal DotRow per element.
+// blocks over 1-3 threads, 8-row slabs a thread (16 rows on 2 threads, 24 on 3), MatMuls, row
+// passes of the 8192-wide case, and the row-by-row baseline (tiles off) all equal DotRow per
+// element.
 TEST(QuantPacked, BackendMatMulEqualsDotRow) {
   if (!CanPack(DType::Q4_K))
     GTEST_SKIP() << "no packed kernels at this CPU's level (" << IsaName(CpuIsa())
@@ -156,10 +157,14 @@ TEST(QuantPacked, BackendMatMulEqualsDotRow) {
     std::vector<int64_t> rows;
     bool packed = true;  // false: a shape Pack declines (the unpacked kernels serve it)
   };
-  const Case cases[] = {{DType::Q4_K, 768, {1, 2, 5, 9, 17}}, {DType::Q5_K, 768, {1, 2, 5, 9, 17}},
-                        {DType::Q6_K, 768, {1, 3, 8, 16}},    {DType::Q8_0, 288, {1, 4, 11}},
-                        {DType::Q4_0, 576, {1, 4, 11}},       {DType::Q4_0, 288, {1, 4, 11}, false},
-                        {DType::IQ4_XS, 768, {1, 4, 9}},      {DType::MXFP4, 576, {1, 4, 11}},
+  const Case cases[] = {{DType::Q4_K, 768, {1, 2, 5, 9, 16, 17, 24}},
+                        {DType::Q5_K, 768, {1, 2, 5, 9, 16, 17, 24}},
+                        {DType::Q6_K, 768, {1, 3, 8, 16}},
+                        {DType::Q8_0, 288, {1, 4, 11}},
+                        {DType::Q4_0, 576, {1, 4, 11}},
+                        {DType::Q4_0, 288, {1, 4, 11}, false},
+                        {DType::IQ4_XS, 768, {1, 4, 9}},
+                        {DType::MXFP4, 576, {1, 4, 11}},
                         {DType::Q4_K, 8192, {1, 129}}};
   for (const Case& k : cases) {
     const auto wbytes = testing::RandomMatrix(k.t, kOut, k.n, 5);

@@ -165,6 +165,27 @@ void MatMulBlocks(const Weight& w, const Tensor& x, const quant::PreparedRow* pr
   }
 }
 
+// Decode-sized batches of packed weights split by rows rather than columns: each thread takes
+// one slab of kSlabRows rows (a multiple of every level's register tile) against all columns, so
+// it reads only its own prepared rows, writes only its own output rows and claims one chunk
+// instead of one per column block. A 16-row decode step of the default target (12 layers of 512
+// x 2,048, 2 threads, 10 alternating runs): median 6.43 -> 5.90 ms. Two slabs a thread (32 rows)
+// measured no gain, so other batches keep the column split. The slab count, or 0.
+constexpr int64_t kSlabRows = 8;
+int64_t RowSlabs(const Tensor& x, int threads) {
+  const bool one_slab_each = threads >= 2 && x.rows() == kSlabRows * threads;
+  return one_slab_each ? threads : 0;
+}
+
+// y = x · w over slabs [b, e) of x's rows for every column (the packed kernels' bits).
+void PackedSlabs(const Weight& w, const quant::PreparedRow* prepared, Tensor* y, int64_t b,
+                 int64_t e) {
+  const int64_t r0 = b * kSlabRows, n_rows = (e - b) * kSlabRows;
+  for (int64_t j0 = 0; j0 < w.n_rows(); j0 += kBlock)
+    quant::DotPacked(*w.packed, j0 / kBlock, static_cast<int>(std::min(kBlock, w.n_rows() - j0)),
+                     prepared + r0, n_rows, y->row(r0) + j0, y->cols());
+}
+
 }  // namespace
 
 float* CpuBackend::RowsScratch(int worker) {
@@ -175,6 +196,11 @@ void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
   CheckShapes(w, x, *y);
   NoteActivationWidth(x.cols());
   const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
+  if (const int64_t slabs = RowSlabs(x, pool_.size());
+      slabs > 0 && prepared && w.packed && quant_tiles_) {
+    pool_.ParallelFor(slabs, 1, [&](int64_t b, int64_t e) { PackedSlabs(w, prepared, y, b, e); });
+    return;
+  }
   pool_.ParallelForWorker(NumBlocks(w), Grain(x), [&](int worker, int64_t b, int64_t e) {
     MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker), quant_tiles_);
   });
@@ -200,6 +226,16 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       PrepareRows(set, w, x);
     }
     mm_prep_[i] = prepared_[set].rows.data();
+  }
+  bool all_packed = quant_tiles_;
+  for (size_t i = 0; i < outs.size(); ++i)
+    all_packed = all_packed && mm_prep_[i] && outs[i].w->packed;
+  if (const int64_t slabs = RowSlabs(x, pool_.size()); slabs > 0 && all_packed) {
+    pool_.ParallelFor(slabs, 1, [&](int64_t b, int64_t e) {
+      for (size_t i = 0; i < outs.size(); ++i)
+        PackedSlabs(*outs[i].w, mm_prep_[i], outs[i].y, b, e);
+    });
+    return;
   }
   pool_.ParallelForWorker(mm_first_.back(), Grain(x), [&](int worker, int64_t b, int64_t e) {
     for (size_t i = 0; i < outs.size(); ++i) {
