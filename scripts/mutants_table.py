@@ -129,6 +129,12 @@ MUTANTS = {
         "_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2))",
         "_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(1))")],
         "*QuantPackedIsa*", "AVX-512 packed MXFP4 takes E8M0 exponent 1 as a normal number"),
+    "row_slab_reads_first_slab": (MM, [(
+        "prepared + r0, n_rows, y->row(r0) + j0", "prepared, n_rows, y->row(r0) + j0")],
+        "QuantPacked.BackendMatMulEqualsDotRow", "a decode batch split by row slabs gives every slab the first slab's activations"),
+    "row_slabs_drop_rows": (MM, [(
+        "x.rows() == kSlabRows * threads", "x.rows() >= kSlabRows * threads")],
+        "QuantPacked.BackendMatMulEqualsDotRow", "a batch of more rows than a slab a thread is split into slabs that leave the last rows out"),
     "compare_exit_always_zero": (CLI_COMMON, [(
         "plain.begin(), plain.end()) ? 0 : 1;", "plain.begin(), plain.end()) ? 0 : 0;")],
         "GenerateCli.Compare*", "generate --compare exits 0 when speculative and plain differ"),
