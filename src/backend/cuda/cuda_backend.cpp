@@ -242,8 +242,14 @@ Weight CudaBackend::PrepareWeight(Weight host) {
     src = converted.data();
     bytes = converted.size();
   }
-  auto buf = Allocate(bytes, host.name.c_str());
+  // The raw-block matmuls copy a block's window in 16-byte cp.async pieces whose source size
+  // stops at the block's end, but compute-sanitizer counts every piece as 16 bytes read: the last
+  // Q6_K block (210 bytes) of a tensor then reads up to 12 bytes past an exact-size allocation
+  // (memcheck, CudaIntMatMul at k = 2,816). A zeroed tail of one piece keeps every copy inside.
+  constexpr size_t kTailBytes = 16;
+  auto buf = Allocate(bytes + kTailBytes, host.name.c_str());
   LS_CUDA_CHECK(cudaMemcpy(buf.get(), src, bytes, cudaMemcpyHostToDevice));
+  LS_CUDA_CHECK(cudaMemset(static_cast<uint8_t*>(buf.get()) + bytes, 0, kTailBytes));
   dev.data = buf.get();
   weights_.push_back(std::move(buf));
   weight_bytes_ += bytes;
