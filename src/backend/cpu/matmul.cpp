@@ -193,17 +193,10 @@ float* CpuBackend::RowsScratch(int worker) {
 }
 
 void CpuBackend::MatMul(const Weight& w, const Tensor& x, Tensor* y) {
-  CheckShapes(w, x, *y);
-  NoteActivationWidth(x.cols());
-  const quant::PreparedRow* prepared = UsesRowsKernel(w, x) ? nullptr : PrepareRows(0, w, x);
-  if (const int64_t slabs = RowSlabs(x, pool_.size());
-      slabs > 0 && prepared && w.packed && quant_tiles_) {
-    pool_.ParallelFor(slabs, 1, [&](int64_t b, int64_t e) { PackedSlabs(w, prepared, y, b, e); });
-    return;
-  }
-  pool_.ParallelForWorker(NumBlocks(w), Grain(x), [&](int worker, int64_t b, int64_t e) {
-    MatMulBlocks(w, x, prepared, y, b, e, RowsScratch(worker), quant_tiles_);
-  });
+  // One output of MatMuls: the same preparation, split and kernels. Called by its class name:
+  // a subclass's MatMuls may itself run through MatMul (the tests' shape-dependent backends).
+  const MatMulOut out[] = {{&w, y}};
+  CpuBackend::MatMuls(x, out);
 }
 
 void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
@@ -235,16 +228,16 @@ void CpuBackend::MatMuls(const Tensor& x, std::span<const MatMulOut> outs) {
       for (size_t i = 0; i < outs.size(); ++i)
         PackedSlabs(*outs[i].w, mm_prep_[i], outs[i].y, b, e);
     });
-    return;
+  } else {
+    pool_.ParallelForWorker(mm_first_.back(), Grain(x), [&](int worker, int64_t b, int64_t e) {
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const int64_t lo = std::max(b, mm_first_[i]), hi = std::min(e, mm_first_[i + 1]);
+        if (lo < hi)
+          MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i],
+                       RowsScratch(worker), quant_tiles_);
+      }
+    });
   }
-  pool_.ParallelForWorker(mm_first_.back(), Grain(x), [&](int worker, int64_t b, int64_t e) {
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const int64_t lo = std::max(b, mm_first_[i]), hi = std::min(e, mm_first_[i + 1]);
-      if (lo < hi)
-        MatMulBlocks(*outs[i].w, x, mm_prep_[i], outs[i].y, lo - mm_first_[i], hi - mm_first_[i],
-                     RowsScratch(worker), quant_tiles_);
-    }
-  });
 }
 
 void CpuBackend::MatMulRows(const Weight& w, const Tensor& x, std::span<const int32_t> ids,
