@@ -1,9 +1,11 @@
-// The CPU backend's own tanh/GELU: accurate against double-precision tanh, odd, saturating,
+// The backends' own tanh/GELU: accurate against double-precision tanh, odd, saturating,
 // and a pure function of its input (the negative control shows the accuracy check can fail).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -17,22 +19,26 @@
 namespace lockstep::backend {
 namespace {
 
-// Largest |Tanh(x) - tanh(x)| over a dense grid of [-lim, lim].
+// Largest error of f against double tanh, in units in the last place of the float nearest the
+// true value, over every 97th float in [0, 10] (tiny inputs included) and their negatives.
 template <typename F>
-double MaxAbsError(F&& f, double lim) {
+double MaxUlpError(F&& f) {
   double worst = 0;
-  for (int i = -400000; i <= 400000; ++i) {
-    const float x = static_cast<float>(lim * i / 400000.0);
-    worst =
-        std::max(worst, std::fabs(static_cast<double>(f(x)) - std::tanh(static_cast<double>(x))));
+  for (uint32_t bits = 0; bits <= std::bit_cast<uint32_t>(10.0f); bits += 97) {
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)}) {
+      const double ref = std::tanh(static_cast<double>(x));
+      const float near = std::fabs(static_cast<float>(ref));
+      const double ulp = static_cast<double>(std::nextafter(near, 2.0f)) - near;
+      worst = std::max(worst, std::fabs(static_cast<double>(f(x)) - ref) / ulp);
+    }
   }
   return worst;
 }
 
 TEST(Activations, TanhIsAccurateOddAndSaturates) {
-  const double err = MaxAbsError([](float x) { return Tanh(x); }, 12.0);
-  std::printf("  max |Tanh - tanh| over [-12, 12]: %.3g\n", err);
-  EXPECT_LT(err, 3.1e-8);  // half an ulp of values in [0.5, 1), plus nothing measurable
+  const double err = MaxUlpError([](float x) { return Tanh(x); });
+  std::printf("  max |Tanh - tanh| over [-10, 10]: %.3f ulp\n", err);
+  EXPECT_LT(err, 3.0);  // float arithmetic without cancellation (measured: 2.4)
   int differ = 0;
   for (int i = -100000; i <= 100000; ++i) {
     const float x = static_cast<float>(i) * 1e-4f;
@@ -61,12 +67,11 @@ TEST(Activations, GeluMatchesItsDefinition) {
   EXPECT_LT(worst, 1e-6);
 }
 
-// Negative control: a tanh computed in float (1 - 2 / (exp(2x) + 1), libm expf) fails the
-// same bound, so the bound does tell a careful tanh from a plausible one.
+// Negative control: the textbook float formula 1 - 2 / (exp(2x) + 1) (libm expf) cancels near
+// zero and fails the same bound, so the bound does tell a careful tanh from a plausible one.
 TEST(Activations, NegativeControlFloatFormulaFails) {
-  const double err =
-      MaxAbsError([](float x) { return 1.0f - 2.0f / (std::exp(2.0f * x) + 1.0f); }, 2.0);
-  EXPECT_GT(err, 3.1e-8);
+  const double err = MaxUlpError([](float x) { return 1.0f - 2.0f / (std::exp(2.0f * x) + 1.0f); });
+  EXPECT_GT(err, 3.0);
 }
 
 // Inputs for the row kernels: a dense sweep of [-12, 12], tiny and huge magnitudes, signed
@@ -78,7 +83,7 @@ std::vector<float> RowInputs() {
     x.insert(x.end(), {v, -v});
   const float inf = std::numeric_limits<float>::infinity();
   x.insert(x.end(), {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN()});
-  while (x.size() % 8 != 7) x.push_back(0.5f);  // tails for the AVX2 and scalar loops
+  while (x.size() % 16 != 15) x.push_back(0.5f);  // tails for the AVX2 and scalar loops
   return x;
 }
 
@@ -87,9 +92,8 @@ bool SameBits(float a, float b) {
 }
 
 // The rows at every level the CPU runs equal GeluTanh(g) * u and cap * Tanh(x / cap) bit for
-// bit, on the sweep (lanes mostly on one side of Tanh's 0.125 switch) and on the same values
-// shuffled (lanes on both sides); a GELU with its cubic term fused (std::fma) differs somewhere
-// (negative control).
+// bit, on the sweep and on the same values shuffled; a GELU with its cubic term fused (std::fma)
+// differs somewhere (negative control).
 void CheckRows(quant::Isa isa, const std::vector<float>& x) {
   std::vector<float> up(x.size()), out(x.size()), capped(x.size());
   for (size_t i = 0; i < x.size(); ++i) up[i] = 1.0f + static_cast<float>(i % 7) * 0.25f;

@@ -9,16 +9,16 @@ namespace lockstep::backend {
 namespace {
 
 // Elements [0, n) in the widest loops level `isa` has: `wide(at, len)` (AVX-512, multiples of
-// 8), then `narrow(at, len)` (AVX2, multiples of 4), then `one(i)` for what is left.
+// 16), then `narrow(at, len)` (AVX2, multiples of 8), then `one(i)` for what is left.
 template <class Wide, class Narrow, class One>
 void ByLevel(quant::Isa isa, int64_t n, Wide wide, Narrow narrow, One one) {
   int64_t i = 0;
   if (isa >= quant::Isa::kAvx512) {
-    i = n / 8 * 8;
+    i = n / 16 * 16;
     wide(0, i);
   }
   if (isa >= quant::Isa::kAvx2) {
-    const int64_t end = i + (n - i) / 4 * 4;
+    const int64_t end = i + (n - i) / 8 * 8;
     narrow(i, end - i);
     i = end;
   }
