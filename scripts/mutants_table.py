@@ -48,7 +48,7 @@ PACKED_512 = "src/quant/dot_packed_avx512.cpp"
 PACKED_B32_512 = "src/quant/dot_packed_b32_avx512.cpp"
 PACKED_2_H = "src/quant/dot_packed_avx2.h"
 PREPARE_2 = "src/quant/prepare_avx2.cpp"
-ACT_ROWS_512 = "src/backend/cpu/activation_rows_avx512.cpp"
+TANH_LANES = "src/backend/cpu/tanh_lanes_x86.h"
 F32_BLOCK = "src/quant/dot_f32_block_x86.h"
 
 SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
@@ -103,16 +103,15 @@ MUTANTS = {
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
         "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
     "gelu_rows_reassociated": (ACT_ROWS, [(
-        "_mm_mul_ps(_mm_mul_ps(_mm_mul_ps(c, x), x), x)",
-        "_mm_mul_ps(c, _mm_mul_ps(_mm_mul_ps(x, x), x))")],
+        "_mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x)",
+        "_mm256_mul_ps(c, _mm256_mul_ps(_mm256_mul_ps(x, x), x))")],
         "ActivationRows.*", "the AVX2 GELU rows multiply in another order than the scalar GELU"),
     "prepare_ties_toward_zero_avx2": (PREPARE_2, [(
         "_mm256_cmp_ps(f, neg_half, _CMP_LE_OQ)", "_mm256_cmp_ps(f, neg_half, _CMP_LT_OQ)")],
         "QuantPrepare.*", "AVX2 PrepareRow rounds negative half-way levels toward zero"),
-    "tanh_mixed_lanes_large_avx512": (ACT_ROWS_512, [(
-        "_mm512_mask_blend_pd(small, TanhLarge<Lanes8>(a), TanhSmall<Lanes8>(a))",
-        "_mm512_mask_blend_pd(small, TanhLarge<Lanes8>(a), TanhLarge<Lanes8>(a))")],
-        "ActivationRows.*", "AVX-512 tanh takes the large-argument formula for every lane of a mixed vector"),
+    "tanh_lanes_reassociated": (TANH_LANES, [(
+        "O::Add(r, O::Mul(O::Mul(r, r), p))", "O::Add(r, O::Mul(r, O::Mul(r, p)))")],
+        "ActivationRows.*", "the vector tanh (AVX2 and AVX-512) groups its polynomial's last product differently from the scalar Tanh"),
     "scores_tree_regrouped": (F32_BLOCK, [(
         "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm256_extractf128_ps(v[c], 1))",
         "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm_permute_ps(_mm256_extractf128_ps(v[c], 1), 0xB1))")],
