@@ -14,7 +14,7 @@ USAGE
 }
 [[ "${1:-}" == --help || "${1:-}" == -h ]] && { usage; exit 0; }
 build="${1:-build}" out="${2:-.gpu/gpu.tar.xz}"
-bins=(src/lockstep bench/cpu_compare_bench bench/engine_bench bench/cuda_kernels_bench
+bins=(src/lockstep bench/cpu_compare_bench bench/engine_bench bench/cuda_kernels_bench bench/oracle_spec_bench
       tests/lockstep_tests)
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT

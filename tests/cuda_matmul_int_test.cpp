@@ -181,8 +181,9 @@ TEST_F(CudaIntMatMul, EveryRowCountMatchesTheCpuDotBitForBit) {
     const auto want = CpuProduct(c, x, rows);
     const Weight w = gpu_->PrepareWeight(c.view);
     ASSERT_EQ(w.type, type) << "converted at load although the integer path takes it";
-    // Launches of 1 to 9 rows (every dp4a row-group instantiation and its tails), then 16, 33
-    // and 70 (the tensor-core kernel, kMmaMinRows and up, with partial row tiles).
+    // Launches of 1 to 9 rows (every dp4a row-group instantiation and its tails: 70 columns are
+    // too few for the tensor-core kernel below kMmaMinRows), then 16, 33 and 70 (the
+    // tensor-core kernel, with partial row tiles).
     for (int64_t group : {1, 2, 3, 4, 5, 8, 9, 16, 33, 70}) {
       for (int64_t r0 = 0; r0 < rows; r0 += group) {
         const int64_t g = std::min(group, rows - r0);
@@ -242,7 +243,9 @@ TEST_F(CudaIntMatMul, ManyColumnsOfLongRowsMatchTheCpuDotBitForBit) {
       for (int64_t j = 0; j < kDistinct; ++j)
         want[r * kDistinct + j] = quant::DotRow(bytes.data() + row_bytes * j, prepared);
     }
-    for (int64_t g = 1; g <= kRows; ++g) {  // the 1-, 2- and 4-row instantiations
+    // The 1-, 2- and 4-row dp4a instantiations; 3 rows of the 256-element formats over these
+    // 12,000 columns take the tensor-core kernel instead (DenseTakesIntMma).
+    for (int64_t g = 1; g <= kRows; ++g) {
       Tensor y = gpu_->NewTensor(g, kN);
       gpu_->MatMul(w, Upload(x.data(), g, kK), &y);
       const auto got = Host(y);

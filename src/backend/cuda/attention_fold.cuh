@@ -81,25 +81,33 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const
 
 // d += a x b with each operand split into high and low TF32 parts (11 significant bits each):
 // low x high, high x low, then high x high. F16 and BF16 values are exact in TF32, so their low
-// parts are zeros and add nothing.
+// parts are zeros: for such a b (`b_exact`, the cache's K or V) high x low adds exact zeros to d,
+// which leaves every bit of d as it was, and is skipped.
 template <int kA, int kB>
-__device__ __forceinline__ void MmaSplit(float (&d)[4], const float (&a)[kA],
-                                         const float (&b)[kB]) {
+__device__ __forceinline__ void MmaSplit(float (&d)[4], const float (&a)[kA], const float (&b)[kB],
+                                         bool b_exact) {
   static_assert(kA == 4 && kB == 2, "m16n8k8 fragments");
-  uint32_t a_hi[4], a_lo[4], b_hi[2], b_lo[2];
+  uint32_t a_hi[4], a_lo[4], b_hi[2];
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     a_hi[i] = Tf32(a[i]);
     a_lo[i] = Tf32(__fsub_rn(a[i], __uint_as_float(a_hi[i])));
   }
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    b_hi[i] = Tf32(b[i]);
-    b_lo[i] = Tf32(__fsub_rn(b[i], __uint_as_float(b_hi[i])));
-  }
+  for (int i = 0; i < 2; ++i) b_hi[i] = Tf32(b[i]);
   Mma(d, a_lo, b_hi);
-  Mma(d, a_hi, b_lo);
+  if (!b_exact) {
+    uint32_t b_lo[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) b_lo[i] = Tf32(__fsub_rn(b[i], __uint_as_float(b_hi[i])));
+    Mma(d, a_hi, b_lo);
+  }
   Mma(d, a_hi, b_hi);
+}
+
+// Whether a cache half of this element type holds values exact in TF32 (MmaSplit's b_exact).
+__device__ __forceinline__ bool ExactInTf32(DType type) {
+  return type == DType::F16 || type == DType::BF16;
 }
 
 __device__ __forceinline__ int64_t KvRowOf(const KvLayerView& kv, int seq, int pos) {
@@ -253,7 +261,7 @@ __device__ __forceinline__ void LoadBlock(const KvLayerView& kv, const int64_t* 
 // wait on instruction fetches (62% of their stalls in the split kernel, session 14); the
 // whole-tile kernel folds many blocks and keeps the unrolled code.
 template <int kDimTiles, bool kLean>
-__device__ __forceinline__ void ScoreBlock(const char* smem, float (&s)[4]) {
+__device__ __forceinline__ void ScoreBlock(const char* smem, float (&s)[4], bool k_exact) {
   using L = TileLayout<kDimTiles>;
   const float* qs = reinterpret_cast<const float*>(smem + L::kQ);
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, g = lane / 4, t = lane % 4;
@@ -267,7 +275,7 @@ __device__ __forceinline__ void ScoreBlock(const char* smem, float (&s)[4]) {
       const float a[4] = {qs[g * L::kQStride + d], qs[(g + 8) * L::kQStride + d],
                           qs[g * L::kQStride + d + 4], qs[(g + 8) * L::kQStride + d + 4]};
       const float b[2] = {krow[d], krow[d + 4]};
-      MmaSplit(chain[c], a, b);
+      MmaSplit(chain[c], a, b, k_exact);
     }
   }
 #pragma unroll
@@ -301,7 +309,8 @@ struct FoldState {
 // bits): warp w's dims, eight at a time, over the block's 32 keys in four k-steps.
 template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&upd)[2],
-                                                const float (&corr)[2], FoldState<kDimTiles>& st) {
+                                                const float (&corr)[2], bool v_exact,
+                                                FoldState<kDimTiles>& st) {
   using L = TileLayout<kDimTiles>;
   const float* ps = reinterpret_cast<const float*>(smem + L::kP);
   const float* vs = reinterpret_cast<const float*>(smem + L::kV);
@@ -319,7 +328,7 @@ __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&u
       for (int n = 0; n < kChunk; ++n) {
         const int d = 8 * (kDimTiles * w + n0 + n) + g;
         const float b[2] = {vs[k * L::kVStride + d], vs[(k + 4) * L::kVStride + d]};
-        MmaSplit(pv[n], a, b);
+        MmaSplit(pv[n], a, b, v_exact);
       }
     }
 #pragma unroll
@@ -335,14 +344,14 @@ __device__ __forceinline__ void AccumulateBlock(const char* smem, const bool (&u
 // and sums across the four warps (sums in warp order), P to shared memory, the state update.
 template <int kDimTiles, bool kLean>
 __device__ __forceinline__ void FoldBlock(char* smem, int b, const RowPair& rows,
-                                          FoldState<kDimTiles>& st) {
+                                          const KvLayerView& kv, FoldState<kDimTiles>& st) {
   using L = TileLayout<kDimTiles>;
   float* ps = reinterpret_cast<float*>(smem + L::kP);
   float* red_max = reinterpret_cast<float*>(smem + L::kRed);
   float* red_sum = red_max + kWarps * kTileRows;
   const int lane = threadIdx.x % kWarp, w = threadIdx.x / kWarp, g = lane / 4, t = lane % 4;
   float s[4];
-  ScoreBlock<kDimTiles, kLean>(smem, s);
+  ScoreBlock<kDimTiles, kLean>(smem, s, ExactInTf32(kv.type_k));
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
 #pragma unroll
@@ -388,7 +397,7 @@ __device__ __forceinline__ void FoldBlock(char* smem, int b, const RowPair& rows
     st.l[r] = __fadd_rn(__fmul_rn(st.l[r], corr[r]), bsum);
     st.m[r] = m_new[r];
   }
-  AccumulateBlock<kDimTiles, kLean>(smem, upd, corr, st);
+  AccumulateBlock<kDimTiles, kLean>(smem, upd, corr, ExactInTf32(kv.type_v), st);
 }
 
 // The first block of split `split` among blocks [lo / 32, last / 32]; past last / 32 when the
@@ -421,7 +430,7 @@ __device__ __forceinline__ void FoldSplit(char* smem, const KvLayerView& kv, int
     __syncthreads();
     LoadBlock<kDimTiles>(kv, key_rows, col, head_dim, vec, smem);
     __syncthreads();
-    FoldBlock<kDimTiles, kLean>(smem, b, rows, st);
+    FoldBlock<kDimTiles, kLean>(smem, b, rows, kv, st);
   }
 }
 

@@ -339,7 +339,7 @@ void LaunchIntMatMulQuantized(DType type, const void* w, int64_t row_bytes, int6
   const bool ok = DispatchIntFormat(type, [&](auto f) {
     using F = decltype(f);
     // Tensor cores where the device has them: the same bits, weights read once per 32 rows.
-    if (rows >= kMmaMinRows &&
+    if (DenseTakesIntMma(type, rows, n_out) &&
         LaunchIntMma(type, w, row_bytes, k, n_out, xq, rows, y, split, stream))
       return;
     // Narrower instantiations for fewer rows: the same per-row arithmetic, fewer registers.

@@ -8,6 +8,7 @@
 // and the float sequence is the CPU's, so every output equals matmul_int.cu's and
 // quant::DotRow's, bit for bit, whatever the tile or the number of rows.
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/elementwise.h"
@@ -272,17 +273,53 @@ size_t ExpertTileBytes(int64_t tasks, int n_expert) {
   return static_cast<size_t>(tasks + 3 * MaxTiles(tasks, n_expert) + n_expert) * sizeof(int32_t);
 }
 
+namespace {
+
+int Multiprocessors() {
+  int device = 0, sms = 0;
+  LS_CUDA_CHECK(cudaGetDevice(&device));
+  LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return sms;
+}
+
+// Blocks of a dense launch, whole or split (SplitsWave).
+int64_t DenseBlocks(int64_t rows, int64_t n_out) {
+  return CeilDiv(rows, kTileRows) * static_cast<int64_t>(CeilDiv(n_out, kTileCols));
+}
 // Split when both halves together still fit one wave of the device (64 rows x 5,376 outputs:
 // 168 blocks for 396 places on 132 multiprocessors of 3), each block then doing half the work.
 // A fuller last wave alone does not pay (session 19, H100: 512 rows x 5,376 outputs, 3.39 waves,
 // 5% slower split).
+bool SplitsWave(int64_t rows, int64_t n_out) {
+  return 2 * DenseBlocks(rows, n_out) <= static_cast<int64_t>(pipe::kMinBlocks) * Multiprocessors();
+}
+
+// Fewest rows of a large enough raw-block product on the tensor cores. Session 22 (H100, 31B's
+// 21,504 x 5,376 and 5,376 x 21,504 Q4_K/Q6_K): the tensor-core kernel takes 66-120 us for 2 to
+// 16 rows, the dp4a kernel 45-60 us for 2 rows and 79-99 for 3, up to 176-205 for 8.
+int64_t MmaFewRows() {
+  static const int64_t few = [] {
+    const char* env = std::getenv("LOCKSTEP_CUDA_MMA_FEW_ROWS");
+    const long v = env ? std::strtol(env, nullptr, 10) : 0;
+    return v > 0 ? static_cast<int64_t>(v) : int64_t{3};
+  }();
+  return few;
+}
+
+}  // namespace
+
+bool DenseTakesIntMma(DType type, int64_t rows, int64_t n_out) {
+  if (rows >= kMmaMinRows) return true;
+  if (rows < MmaFewRows() || !RawBlockType(type) || !DeviceHasIntMma()) return false;
+  // 26B-A4B's 2,816-4,096-wide products at 4 and 8 rows ran 1.2-1.5x slower on 44-64 column
+  // tiles (88-128 blocks split) for 132 multiprocessors; 31B's 5,376 gives 168 split blocks.
+  const int64_t blocks = DenseBlocks(rows, n_out) * (SplitsWave(rows, n_out) ? 2 : 1);
+  return 4 * blocks >= 5 * static_cast<int64_t>(Multiprocessors());
+}
+
 bool SplitsIntMma(DType type, int64_t rows, int64_t n_out) {
-  if (!RawBlockType(type) || rows < kMmaMinRows || !DeviceHasIntMma()) return false;
-  int device = 0, sms = 0;
-  LS_CUDA_CHECK(cudaGetDevice(&device));
-  LS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const int64_t blocks = CeilDiv(rows, kTileRows) * static_cast<int64_t>(CeilDiv(n_out, kTileCols));
-  return 2 * blocks <= static_cast<int64_t>(pipe::kMinBlocks) * sms;
+  return RawBlockType(type) && DenseTakesIntMma(type, rows, n_out) && DeviceHasIntMma() &&
+         SplitsWave(rows, n_out);
 }
 
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,

@@ -13,8 +13,16 @@
 
 namespace lockstep::backend::cuda {
 
-// Fewest rows for which the integer path uses the tensor-core kernel.
+// Fewest expert tasks (gathered) or dense rows for which the integer path always uses the
+// tensor-core kernels.
 inline constexpr int64_t kMmaMinRows = 16;
+
+// Whether a dense rows x n_out product of `type` takes the tensor-core kernel: from kMmaMinRows
+// rows; from 3 rows (LOCKSTEP_CUDA_MMA_FEW_ROWS, for A/B timing) for the raw-block types where
+// the launch's blocks cover the device's multiprocessors by at least 5/4 (its cost is flat up
+// to 32 rows, the dp4a kernel's grows with them; a smaller grid leaves multiprocessors idle).
+// The same bits either way: both kernels equal quant::DotRow.
+bool DenseTakesIntMma(DType type, int64_t rows, int64_t n_out);
 
 // y = x · Wᵀ over activation rows already quantized for `type` (x); false, launching nothing,
 // if the type has no integer-path kernel or the device no int8 MMA (before sm_80). `split`:
