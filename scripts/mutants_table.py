@@ -43,7 +43,6 @@ def reverse_edits(min_rows):
     ]
 
 
-ACT_ROWS = "src/backend/cpu/activation_rows_avx2.cpp"
 PACKED_512 = "src/quant/dot_packed_avx512.cpp"
 PACKED_B32_512 = "src/quant/dot_packed_b32_avx512.cpp"
 PACKED_2_H = "src/quant/dot_packed_avx2.h"
@@ -102,10 +101,10 @@ MUTANTS = {
          "  auto consider = [&](int32_t i) {\n"),
         ("UniformAt(s.seed, position, i)", "UniformAt(s.seed, position ^ (call << 40), i)")],
         "*Sample*:*SpecExactness*", "Gumbel noise drawn per call instead of per position"),
-    "gelu_rows_reassociated": (ACT_ROWS, [(
-        "_mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(c, x), x), x)",
-        "_mm256_mul_ps(c, _mm256_mul_ps(_mm256_mul_ps(x, x), x))")],
-        "ActivationRows.*", "the AVX2 GELU rows multiply in another order than the scalar GELU"),
+    "gelu_rows_reassociated": (TANH_LANES, [(
+        "O::Mul(O::Mul(O::Mul(c, x), x), x)",
+        "O::Mul(c, O::Mul(O::Mul(x, x), x))")],
+        "ActivationRows.*", "the vector GELU rows (AVX2 and AVX-512) multiply in another order than the scalar GELU"),
     "prepare_ties_toward_zero_avx2": (PREPARE_2, [(
         "_mm256_cmp_ps(f, neg_half, _CMP_LE_OQ)", "_mm256_cmp_ps(f, neg_half, _CMP_LT_OQ)")],
         "QuantPrepare.*", "AVX2 PrepareRow rounds negative half-way levels toward zero"),

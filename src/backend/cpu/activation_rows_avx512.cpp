@@ -13,10 +13,13 @@
 namespace lockstep::backend::detail {
 namespace {
 
-// The sixteen-lane float steps of tanh_lanes_x86.h.
+// The sixteen-lane operations of tanh_lanes_x86.h.
 struct Lanes16 {
   using F = __m512;
   using I = __m512i;
+  static constexpr int64_t kLanes = 16;
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
   static F Set(float v) { return _mm512_set1_ps(v); }
   static F Add(F a, F b) { return _mm512_add_ps(a, b); }
   static F Sub(F a, F b) { return _mm512_sub_ps(a, b); }
@@ -36,24 +39,11 @@ struct Lanes16 {
 }  // namespace
 
 void GeluMulRowAvx512(const float* gate, const float* up, float* out, int64_t n) {
-  const __m512 k_sqrt_2_over_pi = _mm512_set1_ps(0.7978845608028654f),
-               c = _mm512_set1_ps(0.044715f);
-  const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i + 16 <= n; i += 16) {
-    const __m512 x = _mm512_loadu_ps(gate + i);
-    // 0.5f * x * (1.0f + Tanh(k * (x + 0.044715f * x * x * x))) * up, left to right.
-    const __m512 cube = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c, x), x), x);
-    const __m512 t = TanhLanes<Lanes16>(_mm512_mul_ps(k_sqrt_2_over_pi, _mm512_add_ps(x, cube)));
-    const __m512 gelu = _mm512_mul_ps(_mm512_mul_ps(half, x), _mm512_add_ps(one, t));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(gelu, _mm512_loadu_ps(up + i)));
-  }
+  GeluMulLanes<Lanes16>(gate, up, out, n);
 }
 
 void SoftcapRowAvx512(const float* x, float cap, float* out, int64_t n) {
-  const __m512 c = _mm512_set1_ps(cap);
-  for (int64_t i = 0; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(
-        out + i, _mm512_mul_ps(c, TanhLanes<Lanes16>(_mm512_div_ps(_mm512_loadu_ps(x + i), c))));
+  SoftcapLanes<Lanes16>(x, cap, out, n);
 }
 
 }  // namespace lockstep::backend::detail

@@ -1,9 +1,11 @@
-// The float steps of backend/activations.h's Tanh, written once for the AVX2 and AVX-512
-// activation rows: each takes an ops struct O of its vector width (O::F the float vector, O::I
-// the int32 vector of the same lane count, and the few operations below), so both widths run
-// the scalar function's IEEE operations in its order. Include only from
-// activation_rows_avx2.cpp / _avx512.cpp (header-local, as dot_x86.h).
+// The float steps of backend/activations.h's Tanh and the GELU and softcap row loops, written
+// once for the AVX2 and AVX-512 activation rows: each takes an ops struct O of its vector width
+// (O::F the float vector of O::kLanes lanes, O::I the int32 vector of the same lane count, and
+// the few operations below), so both widths run the scalar functions' IEEE operations in their
+// order. Include only from activation_rows_avx2.cpp / _avx512.cpp (header-local, as dot_x86.h).
 #pragma once
+
+#include <cstdint>
 
 namespace lockstep::backend::detail {
 namespace {
@@ -29,6 +31,30 @@ typename O::F TanhLanes(typename O::F x) {
   const F q = O::Add(O::Mul(scale, m), O::Sub(scale, O::Set(1.0f)));
   const F t = O::Div(q, O::Add(q, O::Set(2.0f)));
   return O::Or(t, O::And(sign, x));  // t >= 0, so this is copysignf(t, x)
+}
+
+// out[i] = GeluTanh(gate[i]) * up[i] over the first n / kLanes * kLanes elements.
+template <class O>
+void GeluMulLanes(const float* gate, const float* up, float* out, int64_t n) {
+  using F = typename O::F;
+  const F k_sqrt_2_over_pi = O::Set(0.7978845608028654f), c = O::Set(0.044715f);
+  const F half = O::Set(0.5f), one = O::Set(1.0f);
+  for (int64_t i = 0; i + O::kLanes <= n; i += O::kLanes) {
+    const F x = O::Load(gate + i);
+    // 0.5f * x * (1.0f + Tanh(k * (x + 0.044715f * x * x * x))) * up, left to right.
+    const F cube = O::Mul(O::Mul(O::Mul(c, x), x), x);
+    const F t = TanhLanes<O>(O::Mul(k_sqrt_2_over_pi, O::Add(x, cube)));
+    const F gelu = O::Mul(O::Mul(half, x), O::Add(one, t));
+    O::Store(out + i, O::Mul(gelu, O::Load(up + i)));
+  }
+}
+
+// out[i] = cap * Tanh(x[i] / cap) over the first n / kLanes * kLanes elements.
+template <class O>
+void SoftcapLanes(const float* x, float cap, float* out, int64_t n) {
+  const typename O::F c = O::Set(cap);
+  for (int64_t i = 0; i + O::kLanes <= n; i += O::kLanes)
+    O::Store(out + i, O::Mul(c, TanhLanes<O>(O::Div(O::Load(x + i), c))));
 }
 
 }  // namespace
