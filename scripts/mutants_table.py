@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The mutation table of scripts/mutants.sh: each mutant is exact text edits to one file of src/
 plus the gtest filter expected to kill it. An edit whose text does not occur exactly once is an
-error, so a refactor that moves the code fails loudly instead of testing an unmutated tree."""
+error, so a refactor that moves the code fails loudly instead of testing an unmutated tree.
+A mutant named *_avx512 edits code of the AVX-512 level only: mutants.sh skips it, visibly, on a
+CPU without that level (whose tests skip the level too)."""
 import sys
 from pathlib import Path
 
