@@ -6,26 +6,27 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+
+#include "backend/activations.h"
 
 namespace lockstep::backend::detail {
 namespace {
 
-// Tanh of every lane of x (see Tanh in backend/activations.h for the method and constants).
+// Tanh of every lane of x (see Tanh in backend/activations.h for the method).
 template <class O>
 typename O::F TanhLanes(typename O::F x) {
+  using namespace activation;
   using F = typename O::F;
   const F sign = O::Set(-0.0f);
-  // min(|x|, 10) takes its second operand for a NaN, as the scalar compare does.
-  const F a = O::Min(O::AndNot(sign, x), O::Set(10.0f));
+  // min(|x|, cap) takes its second operand for a NaN, as the scalar compare does.
+  const F a = O::Min(O::AndNot(sign, x), O::Set(kTanhCap));
   const F y = O::Add(a, a);
-  const typename O::I k = O::Trunc(O::Add(O::Mul(y, O::Set(1.44269504f)), O::Set(0.5f)));
+  const typename O::I k = O::Trunc(O::Add(O::Mul(y, O::Set(kLog2E)), O::Set(0.5f)));
   const F kf = O::ToFloat(k);
-  const F r =
-      O::Sub(O::Sub(y, O::Mul(kf, O::Set(0.693145751953125f))), O::Mul(kf, O::Set(1.42860677e-6f)));
-  const float kPoly[] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f,
-                         1.0f / 24.0f,   1.0f / 6.0f,   0.5f};
-  F p = O::Set(1.0f / 40320.0f);
-  for (float c : kPoly) p = O::Add(O::Mul(p, r), O::Set(c));
+  const F r = O::Sub(O::Sub(y, O::Mul(kf, O::Set(kLn2Hi))), O::Mul(kf, O::Set(kLn2Lo)));
+  F p = O::Set(kP8);
+  for (float c : {kP7, kP6, kP5, kP4, kP3, kP2}) p = O::Add(O::Mul(p, r), O::Set(c));
   const F m = O::Add(r, O::Mul(O::Mul(r, r), p));
   const F scale = O::Pow2(k);
   const F q = O::Add(O::Mul(scale, m), O::Sub(scale, O::Set(1.0f)));
@@ -37,7 +38,7 @@ typename O::F TanhLanes(typename O::F x) {
 template <class O>
 void GeluMulLanes(const float* gate, const float* up, float* out, int64_t n) {
   using F = typename O::F;
-  const F k_sqrt_2_over_pi = O::Set(0.7978845608028654f), c = O::Set(0.044715f);
+  const F k_sqrt_2_over_pi = O::Set(activation::kGeluScale), c = O::Set(activation::kGeluCubic);
   const F half = O::Set(0.5f), one = O::Set(1.0f);
   for (int64_t i = 0; i + O::kLanes <= n; i += O::kLanes) {
     const F x = O::Load(gate + i);

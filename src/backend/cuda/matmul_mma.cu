@@ -286,12 +286,12 @@ int Multiprocessors() {
 int64_t DenseBlocks(int64_t rows, int64_t n_out) {
   return CeilDiv(rows, kTileRows) * static_cast<int64_t>(CeilDiv(n_out, kTileCols));
 }
-// Split when both halves together still fit one wave of the device (64 rows x 5,376 outputs:
-// 168 blocks for 396 places on 132 multiprocessors of 3), each block then doing half the work.
-// A fuller last wave alone does not pay (session 19, H100: 512 rows x 5,376 outputs, 3.39 waves,
-// 5% slower split).
-bool SplitsWave(int64_t rows, int64_t n_out) {
-  return 2 * DenseBlocks(rows, n_out) <= static_cast<int64_t>(pipe::kMinBlocks) * Multiprocessors();
+// Split when both halves together still fit one wave of the device's `sms` multiprocessors (64
+// rows x 5,376 outputs: 168 blocks for 396 places on 132 multiprocessors of 3), each block then
+// doing half the work. A fuller last wave alone does not pay (session 19, H100: 512 rows x 5,376
+// outputs, 3.39 waves, 5% slower split).
+bool SplitsWave(int64_t rows, int64_t n_out, int sms) {
+  return 2 * DenseBlocks(rows, n_out) <= static_cast<int64_t>(pipe::kMinBlocks) * sms;
 }
 
 // Fewest rows of a large enough raw-block product on the tensor cores. Session 22 (H100, 31B's
@@ -306,20 +306,28 @@ int64_t MmaFewRows() {
   return few;
 }
 
-}  // namespace
-
-bool DenseTakesIntMma(DType type, int64_t rows, int64_t n_out) {
+// DenseTakesIntMma on a device of `sms` multiprocessors.
+bool TakesIntMma(DType type, int64_t rows, int64_t n_out, int sms) {
   if (rows >= kMmaMinRows) return true;
   if (rows < MmaFewRows() || !RawBlockType(type) || !DeviceHasIntMma()) return false;
   // 26B-A4B's 2,816-4,096-wide products at 4 and 8 rows ran 1.2-1.5x slower on 44-64 column
   // tiles (88-128 blocks split) for 132 multiprocessors; 31B's 5,376 gives 168 split blocks.
-  const int64_t blocks = DenseBlocks(rows, n_out) * (SplitsWave(rows, n_out) ? 2 : 1);
-  return 4 * blocks >= 5 * static_cast<int64_t>(Multiprocessors());
+  const int64_t blocks = DenseBlocks(rows, n_out) * (SplitsWave(rows, n_out, sms) ? 2 : 1);
+  return 4 * blocks >= 5 * static_cast<int64_t>(sms);
+}
+
+}  // namespace
+
+bool DenseTakesIntMma(DType type, int64_t rows, int64_t n_out) {
+  if (rows >= kMmaMinRows) return true;
+  // Decode's one and two rows end here, without asking the device anything.
+  return rows >= MmaFewRows() && TakesIntMma(type, rows, n_out, Multiprocessors());
 }
 
 bool SplitsIntMma(DType type, int64_t rows, int64_t n_out) {
-  return RawBlockType(type) && DenseTakesIntMma(type, rows, n_out) && DeviceHasIntMma() &&
-         SplitsWave(rows, n_out);
+  if (!RawBlockType(type) || !DeviceHasIntMma()) return false;
+  const int sms = Multiprocessors();
+  return TakesIntMma(type, rows, n_out, sms) && SplitsWave(rows, n_out, sms);
 }
 
 bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
