@@ -3,11 +3,14 @@
 // storage and shared prefixes that must stay byte-exact. Exactness tests carry negative controls.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/kv_view.h"
 #include "core/half.h"
 #include "engine/generate.h"
 #include "kv/kv_cache.h"
@@ -191,6 +194,48 @@ TEST(KvCache, SlidingRingBytesAreBoundedByTheWindow) {
   c.layers = {{true, false, 8, 8}};  // a full layer grows with the context
   EXPECT_EQ(KvCache::BytesPerSequence(c, 100), 112u * 16 * 4);
   EXPECT_GT(KvCache::BytesPerSequence(c, 100000), KvCache::BytesPerSequence(c, 100));
+}
+
+// Rows(seq, pos, n) equals Row(seq, pos + i) position by position, across ring wraps and block
+// boundaries and over unallocated (-1) blocks, for every start and length up to 16. A rows
+// function that ignores the wraps (first + i) disagrees somewhere in each view (negative control).
+TEST(KvLayerView, RowsEqualRowPerPosition) {
+  // The storage pointers stay null: Row and Rows only map positions.
+  backend::KvLayerView ring;
+  ring.ring = 7;
+  ring.n_seq = 3;
+  ring.n_ctx = 64;
+  // Slot 0: blocks 3, 0, unallocated, 5, 1; slot 1: unallocated, 2, 4, 6, unallocated.
+  const int32_t table[] = {3, 0, -1, 5, 1, -1, 2, 4, 6, -1};
+  backend::KvLayerView paged;
+  paged.block = 4;
+  paged.table = table;
+  paged.table_stride = 5;
+  paged.n_seq = 2;
+  paged.n_ctx = 20;
+  for (const backend::KvLayerView& view : {ring, paged}) {
+    SCOPED_TRACE(view.ring > 0 ? "ring" : "paged");
+    int checked = 0, naive_differs = 0;
+    const int end = view.ring > 0 ? 30 + 16 : view.table_stride * view.block;
+    for (int seq = 0; seq < view.n_seq; ++seq) {
+      for (int pos = 0; pos < std::min(30, end); ++pos) {
+        for (int n = 1; n <= 16 && pos + n <= end; ++n) {
+          std::vector<int64_t> rows(static_cast<size_t>(n), -2);
+          view.Rows(seq, pos, n, rows.data());
+          const int64_t first = view.Row(seq, pos);
+          for (int i = 0; i < n; ++i) {
+            ASSERT_EQ(rows[i], view.Row(seq, pos + i))
+                << "seq=" << seq << " pos=" << pos << " n=" << n << " i=" << i;
+            naive_differs += (first < 0 ? -1 : first + i) != view.Row(seq, pos + i);
+          }
+          ++checked;
+        }
+      }
+    }
+    std::printf("  %s: %d (seq, pos, n) cases; the no-wrap rows differ at %d positions\n",
+                view.ring > 0 ? "ring" : "paged", checked, naive_differs);
+    EXPECT_GT(naive_differs, 0);
+  }
 }
 
 TEST(KvCache, ParseCacheTypeNamesTheAcceptedTypes) {

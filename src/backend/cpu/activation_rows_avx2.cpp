@@ -22,6 +22,11 @@ struct Lanes8 {
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Div(F a, F b) { return _mm256_div_ps(a, b); }
   static F Min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  // v where x >= bound (or x is NaN), 0 where x < bound.
+  static F ZeroBelow(F x, F bound, F v) {
+    return _mm256_andnot_ps(_mm256_cmp_ps(x, bound, _CMP_LT_OQ), v);
+  }
   static F And(F a, F b) { return _mm256_and_ps(a, b); }
   static F AndNot(F a, F b) { return _mm256_andnot_ps(a, b); }
   static F Or(F a, F b) { return _mm256_or_ps(a, b); }
@@ -40,6 +45,20 @@ void GeluMulRowAvx2(const float* gate, const float* up, float* out, int64_t n) {
 
 void SoftcapRowAvx2(const float* x, float cap, float* out, int64_t n) {
   SoftcapLanes<Lanes8>(x, cap, out, n);
+}
+
+float MaxRowAvx2(const float* x, int64_t n, float mx) {
+  return MaxLanes<Lanes8>(x, n, mx);
+}
+
+void SoftmaxWeightsAvx2(float* x, float mx, int64_t n) {
+  SoftmaxWeightsLanes<Lanes8>(x, mx, n);
+}
+
+void AddToLanes8Avx2(const float* x, int64_t n, float* lanes) {
+  __m256 acc = _mm256_loadu_ps(lanes);
+  for (int64_t i = 0; i + 8 <= n; i += 8) acc = _mm256_add_ps(acc, _mm256_loadu_ps(x + i));
+  _mm256_storeu_ps(lanes, acc);
 }
 
 }  // namespace lockstep::backend::detail

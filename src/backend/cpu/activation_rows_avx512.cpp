@@ -26,6 +26,11 @@ struct Lanes16 {
   static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F Div(F a, F b) { return _mm512_div_ps(a, b); }
   static F Min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F Max(F a, F b) { return _mm512_max_ps(a, b); }
+  // v where x >= bound (or x is NaN), 0 where x < bound.
+  static F ZeroBelow(F x, F bound, F v) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, bound, _CMP_NLT_UQ), v);
+  }
   static F And(F a, F b) { return _mm512_and_ps(a, b); }
   static F AndNot(F a, F b) { return _mm512_andnot_ps(a, b); }
   static F Or(F a, F b) { return _mm512_or_ps(a, b); }
@@ -44,6 +49,14 @@ void GeluMulRowAvx512(const float* gate, const float* up, float* out, int64_t n)
 
 void SoftcapRowAvx512(const float* x, float cap, float* out, int64_t n) {
   SoftcapLanes<Lanes16>(x, cap, out, n);
+}
+
+float MaxRowAvx512(const float* x, int64_t n, float mx) {
+  return MaxLanes<Lanes16>(x, n, mx);
+}
+
+void SoftmaxWeightsAvx512(float* x, float mx, int64_t n) {
+  SoftmaxWeightsLanes<Lanes16>(x, mx, n);
 }
 
 }  // namespace lockstep::backend::detail

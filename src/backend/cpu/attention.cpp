@@ -3,11 +3,10 @@
 // prefill chunk or in a verify batch, and whatever storage row (ring slot, paged block) holds
 // each key.
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <functional>
-#include <limits>
 
+#include "backend/cpu/activation_rows.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/check.h"
 #include "core/half.h"
@@ -51,14 +50,6 @@ bool CacheType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// Softmax weights below e^-80 (relative to the largest, which is exactly 1) are taken as 0.
-// Their products with value elements would often be subnormal floats, which cost x86 cores a
-// microcode assist each (a tenth of a 512-token prefill on random weights); dropped, they change
-// neither the sum (a sum that the largest weight's 1 enters absorbs anything below 2^-25) nor an
-// output element, unless its kept terms cancel to below about 2^-75 of the value rows' scale. A
-// function of the row's own scores, so every path still gives the same bits.
-constexpr float kMinLogWeight = -80.0f;
-
 // Queries one attention work item holds (rows x heads of one KV head). Every item streams its
 // keys and values through the cache once: 16 queries share that read (a d17b 512-token
 // prefill's attention: 237 ms at 8, 208 ms at 16 and at 32, 2 threads).
@@ -78,9 +69,10 @@ struct AttentionQueries {
   float* out[kBlockQueries];     // head_dim
 };
 
-// Each query's softmax(q k^T) v over its own keys, in DotF32's order per score, ascending key
-// order for the maximum, the sum and the weighted value rows: the arithmetic a query gets
-// alone, only the key and value rows are shared. The queries' key ranges together form one
+// Each query's softmax(q k^T) v over its own keys, in DotF32's order per score, SoftmaxRow's
+// weights and their sum (DotF32's order, from the query's first key), ascending key order for
+// the weighted value rows: the arithmetic a query gets alone, only the key and value rows are
+// shared. The queries' key ranges together form one
 // range [first, end) (consecutive positions of one sequence). `rows_buf`: kValueTile rows of
 // head_dim for converted keys or values.
 void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
@@ -96,10 +88,11 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   };
   const auto fetch = [&](const void* base, DType type, int64_t width, int t0, int n,
                          const float** ptrs) {
+    int64_t rows[kValueTile];
+    kv.Rows(seq, t0, n, rows);
     for (int c = 0; c < n; ++c) {
-      const int64_t row = kv.Row(seq, t0 + c);
-      CHECK(row >= 0);
-      ptrs[c] = HeadF32(base, type, width, row, col, head_dim,
+      CHECK(rows[c] >= 0);
+      ptrs[c] = HeadF32(base, type, width, rows[c], col, head_dim,
                         rows_buf + static_cast<int64_t>(c) * head_dim);
     }
   };
@@ -128,15 +121,7 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   }
   float sum[kBlockQueries];
   for (int j = 0; j < qs.n; ++j) {
-    float* scores = qs.scores[j];
-    const int n_keys = qs.last[j] - qs.lo[j] + 1;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int t = 0; t < n_keys; ++t) mx = std::max(mx, scores[t]);
-    sum[j] = 0.0f;
-    for (int t = 0; t < n_keys; ++t) {
-      scores[t] = scores[t] - mx < kMinLogWeight ? 0.0f : std::exp(scores[t] - mx);
-      sum[j] += scores[t];
-    }
+    sum[j] = SoftmaxRow(qs.scores[j], qs.last[j] - qs.lo[j] + 1);
     std::fill(qs.acc[j], qs.acc[j] + head_dim, 0.0f);
   }
   // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sums stay in
