@@ -51,7 +51,7 @@ PACKED_2_H = "src/quant/dot_packed_avx2.h"
 PREPARE_2 = "src/quant/prepare_avx2.cpp"
 TANH_LANES = "src/backend/cpu/tanh_lanes_x86.h"
 ACT_ROWS = "src/backend/cpu/activation_rows.cpp"
-KV_VIEW = "src/backend/kv_view.h"
+KV_VIEW = "src/backend/kv_view.cpp"
 F32_BLOCK = "src/quant/dot_f32_block_x86.h"
 
 SAMPLE_POS = "sample_rows_.push_back({s.req.sampling, pos + 1, {recent_.data() + at, n}});"
@@ -119,8 +119,8 @@ MUTANTS = {
         "  for (; i < n; ++i) lanes[i % 8] += x[i];", "  for (; i < n; ++i) lanes[(i + 1) % 8] += x[i];")],
         "ActivationRows.*", "a softmax row's last n % 8 weights go into the next lane of the sum"),
     "kv_rows_ignore_wrap": (KV_VIEW, [(
-        "      const int run = std::min(n - c, unit - (pos + c) % unit);",
-        "      const int run = std::min(n - c, unit);")],
+        "    const int run = std::min(n - c, unit - (pos + c) % unit);",
+        "    const int run = std::min(n - c, unit);")],
         "KvLayerView.*:*ForwardInvariance*", "attention's key rows run past a ring wrap or a page end"),
     "scores_tree_regrouped": (F32_BLOCK, [(
         "_mm_add_ps(_mm256_castps256_ps128(v[c]), _mm256_extractf128_ps(v[c], 1))",

@@ -1,7 +1,6 @@
 // What backend ops see of one KV cache layer: storage plus the (slot, position) -> row map.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/dtype.h"
@@ -32,15 +31,7 @@ struct KvLayerView {
   }
   // Row of positions [pos, pos + n) into rows[0, n): one modulo and lookup per ring wrap or
   // block instead of one per position (attention reads every key's row).
-  void Rows(int seq, int pos, int n, int64_t* rows) const {
-    const int unit = ring > 0 ? ring : block;
-    for (int c = 0; c < n;) {
-      const int64_t first = Row(seq, pos + c);
-      const int run = std::min(n - c, unit - (pos + c) % unit);
-      for (int i = 0; i < run; ++i) rows[c + i] = first < 0 ? -1 : first + i;
-      c += run;
-    }
-  }
+  void Rows(int seq, int pos, int n, int64_t* rows) const;
 };
 
 }  // namespace lockstep::backend

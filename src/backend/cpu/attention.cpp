@@ -229,16 +229,29 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
                       static_cast<size_t>(kValueTile) * static_cast<size_t>(head_dim);
   for (auto& s : attn_scratch_)
     if (s.size() < need) s.resize(need);
-  const int64_t per_kv_head = n_blocks * parts;
+  // Items run sequence by sequence, and within one KV head by KV head: a worker's consecutive
+  // items read the same keys and values (a prefill's blocks, one head at a time), or the other
+  // halves of the same cache rows (a decode row's KV heads), which then stay in its cache.
+  // Before, a decode step ran every sequence's first KV head, then every second one: 16
+  // sequences' rows overflowed L2 in between and were read twice.
+  attn_items_.clear();
+  for (int64_t b0 = 0; b0 < n_blocks;) {
+    int64_t b1 = b0 + 1;
+    const int32_t seq = rows.seq[attn_blocks_[static_cast<size_t>(b0)].first];
+    while (b1 < n_blocks && rows.seq[attn_blocks_[static_cast<size_t>(b1)].first] == seq) ++b1;
+    for (int kv_head = 0; kv_head < n_head_kv; ++kv_head)
+      for (int64_t block = b0; block < b1; ++block)
+        for (int part = 0; part < parts; ++part)
+          attn_items_.push_back({kv_head, static_cast<int32_t>(block), part});
+    b0 = b1;
+  }
   const auto body = [&](int worker, int64_t b, int64_t e) {
     float* scratch = attn_scratch_[static_cast<size_t>(worker)].data();
     for (int64_t i = b; i < e; ++i) {
-      // Items run KV head by KV head: a worker's consecutive items read the same keys and
-      // values, which then stay in its cache.
-      const int kv_head = static_cast<int>(i / per_kv_head);
-      const int64_t in_head = i % per_kv_head;
-      const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(in_head / parts)];
-      const int h0 = static_cast<int>(in_head % parts) * heads_per_item;
+      const AttnItem& item = attn_items_[static_cast<size_t>(i)];
+      const int kv_head = item.kv_head;
+      const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(item.block)];
+      const int h0 = item.part * heads_per_item;
       const int nh = std::min(heads_per_item, group - h0);
       AttentionQueries qs;
       qs.n = static_cast<int>(n_rows) * nh;
@@ -260,8 +273,11 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
     }
   };
   // A reference_wrapper fits std::function's inline storage: no allocation per call.
-  const int64_t n_items = per_kv_head * n_head_kv;
-  pool_.ParallelForWorker(n_items, parallel ? 1 : n_items, body);
+  // With a block for every worker, a thread claims a block's KV heads together: two threads
+  // on the two halves of the same cache rows fetched them twice (4 decode rows: +4%).
+  const int64_t n_items = static_cast<int64_t>(attn_items_.size());
+  const int64_t grain = !parallel ? n_items : n_blocks >= want ? int64_t{n_head_kv} * parts : 1;
+  pool_.ParallelForWorker(n_items, grain, body);
 }
 
 }  // namespace lockstep::backend

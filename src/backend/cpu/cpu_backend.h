@@ -128,6 +128,11 @@ class CpuBackend : public Backend {
   std::vector<std::vector<float>> attn_scratch_;
   // Attention's row blocks: (first row, rows) of consecutive positions of one sequence.
   std::vector<std::pair<int64_t, int64_t>> attn_blocks_;
+  // Attention's work items in running order: (KV head, block, head part).
+  struct AttnItem {
+    int32_t kv_head, block, part;
+  };
+  std::vector<AttnItem> attn_items_;
   std::vector<WorkerScratch> worker_;                // by pool worker index
   std::vector<PreparedSet> prepared_;                // prepared activation sets
   int64_t widest_ = 0;                               // widest matmul activation row seen
