@@ -46,6 +46,14 @@ const float* HeadF32(const void* base, DType t, int64_t width, int64_t row, int6
 // Value rows added per AddWeightedRows call.
 constexpr int kValueTile = 16;
 
+// How far ahead of the keys (and values) in use their head slices are prefetched. A decode
+// step's cache rows come from DRAM (the weights stream through the last-level cache between two
+// reads), and the score and value loops, a few dozen cycles of arithmetic a key, keep too few
+// misses in flight on their own. One layer's call at 200 keys after a 40 MB read, 1 thread,
+// medians of 200 alternating calls: 16 rows 363 -> 294 us (head width 128: 590 -> 404), 4 rows
+// 92 -> 76, 1 row 23 -> 20.
+constexpr int kPrefetchAhead = 8;
+
 bool CacheType(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
@@ -86,6 +94,20 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   const auto span = [&](int j, int t0, int n) {
     return std::pair{std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};
   };
+  // Brings the head slices of keys [t0, min(t0 + n, end)) into the first-level cache. A
+  // prefetch never faults; rows without a block (-1) are skipped all the same.
+  const auto prefetch = [&](const void* base, DType type, int64_t width, int t0, int n) {
+    n = std::min(n, end - t0);
+    if (n <= 0) return;
+    int64_t rows[kValueTile];
+    kv.Rows(seq, t0, n, rows);
+    const int64_t elem = static_cast<int64_t>(ElemBytes(type)), bytes = head_dim * elem;
+    for (int c = 0; c < n; ++c) {
+      if (rows[c] < 0) continue;
+      const char* p = static_cast<const char*>(base) + (rows[c] * width + col) * elem;
+      for (int64_t off = 0; off < bytes; off += 64) __builtin_prefetch(p + off, 0, 3);
+    }
+  };
   const auto fetch = [&](const void* base, DType type, int64_t width, int t0, int n,
                          const float** ptrs) {
     int64_t rows[kValueTile];
@@ -100,6 +122,7 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   for (int t0 = first; t0 < end; t0 += quant::kMaxDotCols) {
     const int nk = std::min(quant::kMaxDotCols, end - t0);
     const float* ks[quant::kMaxDotCols];
+    prefetch(kv.k, kv.type_k, kv.k_width, t0 + kPrefetchAhead, nk);
     fetch(kv.k, kv.type_k, kv.k_width, t0, nk, ks);
     // Queries that read all four keys go through DotF32Block together (the keys loaded once);
     // the others (the block's edges) alone. The same bits either way.
@@ -131,6 +154,7 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   for (int t0 = first; t0 < end; t0 += kValueTile) {
     const int nv = std::min(kValueTile, end - t0);
     const float* vs[kValueTile];
+    prefetch(kv.v, kv.type_v, kv.v_width, t0 + kPrefetchAhead, kValueTile);
     fetch(kv.v, kv.type_v, kv.v_width, t0, nv, vs);
     const float* whole_w[kBlockQueries];
     float* whole_acc[kBlockQueries];
