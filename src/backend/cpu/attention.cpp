@@ -51,7 +51,8 @@ constexpr int kValueTile = 16;
 // reads), and the score and value loops, a few dozen cycles of arithmetic a key, keep too few
 // misses in flight on their own. One layer's call at 200 keys after a 40 MB read, 1 thread,
 // medians of 200 alternating calls: 16 rows 363 -> 294 us (head width 128: 590 -> 404), 4 rows
-// 92 -> 76, 1 row 23 -> 20.
+// 92 -> 76, 1 row 23 -> 20. F32 caches only: with an F16 cache (rows widened on the way, half
+// the lines) it measured slower (4 rows 141 -> 167 us).
 constexpr int kPrefetchAhead = 8;
 
 bool CacheType(DType t) {
@@ -98,7 +99,7 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
   // prefetch never faults; rows without a block (-1) are skipped all the same.
   const auto prefetch = [&](const void* base, DType type, int64_t width, int t0, int n) {
     n = std::min(n, end - t0);
-    if (n <= 0) return;
+    if (n <= 0 || type != DType::F32) return;
     int64_t rows[kValueTile];
     kv.Rows(seq, t0, n, rows);
     const int64_t elem = static_cast<int64_t>(ElemBytes(type)), bytes = head_dim * elem;
