@@ -68,9 +68,13 @@ MUTANTS = {
     "matmul_reverse_rows_gt32": (MM, reverse_edits(33), "*ForwardInvariance*",
                                  "reverse summation only when rows > 32"),
     "attention_block_reads_past_own_keys": (ATTN, [(
-        "    return std::pair{std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};",
-        "    return std::pair{std::max(t0, qs.lo[j]), t0 + n};")],
+        "  return {std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};",
+        "  return {std::max(t0, qs.lo[j]), t0 + n};")],
         "*ForwardInvariance*", "a query of a row block also reads the later rows' keys"),
+    "attention_rows_one_slice": (ATTN, [(
+        "        qs.slice[j] = j / nh % plan.kv_per_item;",
+        "        qs.slice[j] = 0;")],
+        "*EngineExactness*-*NegativeControl*", "a decode row's item reads every head against its first KV head's slice"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, pos + 1 + (s.decoding && r > s.row_begin ? 1 : 0),"
