@@ -72,8 +72,8 @@ MUTANTS = {
         "  return {std::max(t0, qs.lo[j]), t0 + n};")],
         "*ForwardInvariance*", "a query of a row block also reads the later rows' keys"),
     "attention_rows_one_slice": (ATTN, [(
-        "        qs.slice[j] = j / nh % plan.kv_per_item;",
-        "        qs.slice[j] = 0;")],
+        "        const int slice = j / qs.per_slice;",
+        "        const int slice = 0;")],
         "*EngineExactness*-*NegativeControl*", "a decode row's item reads every head against its first KV head's slice"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,

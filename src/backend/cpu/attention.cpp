@@ -72,12 +72,13 @@ int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// The queries of one work item: each reads keys [lo, last] of the item's sequence in KV head
-// `slice` of the item's n_slices (consecutive from the item's first).
+// The queries of one work item: each reads keys [lo, last] of the item's sequence. They go slice
+// by slice: queries [s * per_slice, (s + 1) * per_slice) read KV head s of the item's n_slices
+// (consecutive from the item's first).
 struct AttentionQueries {
   int n = 0;
-  int n_slices = 1;
-  int lo[kBlockQueries], last[kBlockQueries], slice[kBlockQueries];
+  int n_slices = 1, per_slice = 0;
+  int lo[kBlockQueries], last[kBlockQueries];
   const float* q[kBlockQueries];
   float* scores[kBlockQueries];  // scores[j][t - lo[j]]
   float* acc[kBlockQueries];     // head_dim
@@ -130,70 +131,65 @@ std::pair<int, int> Span(const AttentionQueries& qs, int j, int t0, int n) {
   return {std::max(t0, qs.lo[j]), std::min(t0 + n, qs.last[j] + 1)};
 }
 
-// Queries that read a whole tile, by slice (they share its rows); the others, the block's
-// edges, go alone. The same bits either way.
-struct WholeTile {
-  const float* in[kMaxItemKvHeads][kBlockQueries];
-  float* out[kMaxItemKvHeads][kBlockQueries];
-  int n[kMaxItemKvHeads];
-};
-
 // Every query's scores, four keys at a time (four dot chains in flight), each in DotF32's
-// order; queries that read all four keys go through DotF32Block together (the keys loaded once).
+// order. Queries that read all four keys go through DotF32Block together (the keys loaded
+// once); the others (the block's edges) alone. The same bits either way.
 void Scores(const ItemRows& item, const AttentionQueries& qs) {
   const KvLayerView& kv = item.kv;
   TileRows tile;
-  WholeTile whole;
   for (int t0 = item.first; t0 < item.end; t0 += quant::kMaxDotCols) {
     const int nk = std::min(quant::kMaxDotCols, item.end - t0);
     item.Fetch(kv.k, kv.type_k, kv.k_width, t0, nk, tile);
-    std::fill(whole.n, whole.n + qs.n_slices, 0);
-    for (int j = 0; j < qs.n; ++j) {
-      const auto [a, z] = Span(qs, j, t0, nk);
-      const int sl = qs.slice[j];
-      if (a == t0 && z - a == quant::kMaxDotCols) {
-        whole.in[sl][whole.n[sl]] = qs.q[j];
-        whole.out[sl][whole.n[sl]++] = qs.scores[j] + (a - qs.lo[j]);
-      } else if (a < z) {
-        quant::DotF32Cols(tile[sl] + (a - t0), z - a, qs.q[j], item.head_dim,
-                          qs.scores[j] + (a - qs.lo[j]));
+    for (int sl = 0; sl < qs.n_slices; ++sl) {
+      const float* whole_q[kBlockQueries];
+      float* whole_out[kBlockQueries];
+      int n_whole = 0;
+      for (int j = sl * qs.per_slice; j < (sl + 1) * qs.per_slice; ++j) {
+        const auto [a, z] = Span(qs, j, t0, nk);
+        if (a == t0 && z - a == quant::kMaxDotCols) {
+          whole_q[n_whole] = qs.q[j];
+          whole_out[n_whole++] = qs.scores[j] + (a - qs.lo[j]);
+        } else if (a < z) {
+          quant::DotF32Cols(tile[sl] + (a - t0), z - a, qs.q[j], item.head_dim,
+                            qs.scores[j] + (a - qs.lo[j]));
+        }
       }
+      for (int w = 0; w < n_whole; w += quant::kMaxDotQueries)
+        quant::DotF32Block(tile[sl], whole_q + w, std::min(quant::kMaxDotQueries, n_whole - w),
+                           item.head_dim, whole_out + w);
     }
-    for (int sl = 0; sl < qs.n_slices; ++sl)
-      for (int w = 0; w < whole.n[sl]; w += quant::kMaxDotQueries)
-        quant::DotF32Block(tile[sl], whole.in[sl] + w,
-                           std::min(quant::kMaxDotQueries, whole.n[sl] - w), item.head_dim,
-                           whole.out[sl] + w);
   }
 }
 
 // acc[d] += p_t * v_t[d] in ascending t, kValueTile value rows per pass (the sums stay in
 // registers across a tile; the order per element is the same). Queries that read the whole
-// tile go through AddWeightedRows together (each value row loaded once for all of them).
+// tile go through AddWeightedRows together (each value row loaded once for all of them); the
+// block's edges alone. The same bits either way.
 void WeightedValues(const ItemRows& item, const AttentionQueries& qs) {
   const KvLayerView& kv = item.kv;
   TileRows tile;
-  WholeTile whole;
   for (int t0 = item.first; t0 < item.end; t0 += kValueTile) {
     const int nv = std::min(kValueTile, item.end - t0);
     item.Fetch(kv.v, kv.type_v, kv.v_width, t0, nv, tile);
-    std::fill(whole.n, whole.n + qs.n_slices, 0);
-    for (int j = 0; j < qs.n; ++j) {
-      const auto [a, z] = Span(qs, j, t0, nv);
-      const int sl = qs.slice[j];
-      const float* w = qs.scores[j] + (a - qs.lo[j]);
-      if (a == t0 && z - a == nv) {
-        whole.in[sl][whole.n[sl]] = w;
-        whole.out[sl][whole.n[sl]++] = qs.acc[j];
-      } else if (a < z) {
-        quant::AddWeightedRows(tile[sl] + (a - t0), z - a, &w, 1, item.head_dim, &qs.acc[j]);
+    for (int sl = 0; sl < qs.n_slices; ++sl) {
+      const float* whole_w[kBlockQueries];
+      float* whole_acc[kBlockQueries];
+      int n_whole = 0;
+      for (int j = sl * qs.per_slice; j < (sl + 1) * qs.per_slice; ++j) {
+        const auto [a, z] = Span(qs, j, t0, nv);
+        const float* w = qs.scores[j] + (a - qs.lo[j]);
+        if (a == t0 && z - a == nv) {
+          whole_w[n_whole] = w;
+          whole_acc[n_whole++] = qs.acc[j];
+        } else if (a < z) {
+          quant::AddWeightedRows(tile[sl] + (a - t0), z - a, &w, 1, item.head_dim, &qs.acc[j]);
+        }
       }
+      for (int g = 0; g < n_whole; g += quant::kMaxWeightedAccs)
+        quant::AddWeightedRows(tile[sl], nv, whole_w + g,
+                               std::min(quant::kMaxWeightedAccs, n_whole - g), item.head_dim,
+                               whole_acc + g);
     }
-    for (int sl = 0; sl < qs.n_slices; ++sl)
-      for (int g = 0; g < whole.n[sl]; g += quant::kMaxWeightedAccs)
-        quant::AddWeightedRows(tile[sl], nv, whole.in[sl] + g,
-                               std::min(quant::kMaxWeightedAccs, whole.n[sl] - g), item.head_dim,
-                               whole.out[sl] + g);
   }
 }
 
@@ -350,14 +346,14 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
       const auto [first, n_rows] = attn_blocks_[static_cast<size_t>(item.block)];
       const int h0 = item.part * plan.heads_per_item;
       const int nh = std::min(plan.heads_per_item, group - h0);
-      const int per_row = nh * plan.kv_per_item;
       AttentionQueries qs;
       qs.n_slices = plan.kv_per_item;
-      qs.n = static_cast<int>(n_rows) * per_row;
-      for (int j = 0; j < qs.n; ++j) {  // query j: row j / per_row, then slice, then head
-        const int64_t r = first + j / per_row;
-        qs.slice[j] = j / nh % plan.kv_per_item;
-        const int h = (item.kv_head + qs.slice[j]) * group + h0 + j % nh;
+      qs.per_slice = static_cast<int>(n_rows) * nh;
+      qs.n = qs.per_slice * plan.kv_per_item;
+      for (int j = 0; j < qs.n; ++j) {  // query j: slice, then row, then head
+        const int slice = j / qs.per_slice;
+        const int64_t r = first + j % qs.per_slice / nh;
+        const int h = (item.kv_head + slice) * group + h0 + j % nh;
         qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;
         qs.last[j] = include_self ? rows.pos[r] : rows.pos[r] - 1;
         CHECK(qs.last[j] >= qs.lo[j]);
