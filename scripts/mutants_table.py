@@ -72,8 +72,8 @@ MUTANTS = {
         "  return {std::max(t0, qs.lo[j]), t0 + n};")],
         "*ForwardInvariance*", "a query of a row block also reads the later rows' keys"),
     "attention_rows_one_slice": (ATTN, [(
-        "        const int slice = j / qs.per_slice;",
-        "        const int slice = 0;")],
+        "    const int slice = j / qs.per_slice;",
+        "    const int slice = 0;")],
         "*EngineExactness*-*NegativeControl*", "a decode row's item reads every head against its first KV head's slice"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,
@@ -96,8 +96,8 @@ MUTANTS = {
         " {recent_.data() + at, n}});")],
         "*SpecExactness*:*EngineExactness*-*NegativeControl*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
-        "        qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;",
-        "        qs.lo[j] = window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;")],
+        "return window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;",
+        "return window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;")],
         "*TargetParity*", "sliding window one key short"),
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",
