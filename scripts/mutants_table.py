@@ -14,6 +14,7 @@ STEP = "src/engine/engine_step.cpp"
 FWD = "src/model/forward.cpp"
 SAMPLER = "src/sample/sampler.cpp"
 CLI_COMMON = "src/cli/common.cpp"
+CPU_BACKEND = "src/backend/cpu/cpu_backend.cpp"
 
 # Recomputes y = x . w^T with a scalar sum in reverse element order when x has at least
 # `min_rows` rows: a kernel whose order depends on the batch shape.
@@ -75,6 +76,10 @@ MUTANTS = {
         "    const int slice = j / qs.per_slice;",
         "    const int slice = 0;")],
         "*EngineExactness*-*NegativeControl*", "a decode row's item reads every head against its first KV head's slice"),
+    "rope_table_ignores_positions": (CPU_BACKEND, [(
+        "std::equal(pos.begin(), pos.end(), t.pos.begin(), t.pos.end())",
+        "pos.size() == t.pos.size()")],
+        "*ForwardInvariance*:*EngineExactness*-*NegativeControl*", "RoPE reuses the angles of other positions of the same row count"),
     "verify_position_off_by_one": (ENGINE, [(
         SAMPLE_POS,
         "sample_rows_.push_back({s.req.sampling, pos + 1 + (s.decoding && r > s.row_begin ? 1 : 0),"

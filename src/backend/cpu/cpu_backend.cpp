@@ -225,30 +225,57 @@ void CpuBackend::RmsNorm(const Tensor& x, const Weight* w, float eps, int64_t gr
   });
 }
 
-void CpuBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
-                      const Weight* freq_factors) {
-  CHECK(x->cols() % head_dim == 0 && static_cast<int64_t>(pos.size()) == x->rows());
+const float* CpuBackend::RopeTable(std::span<const int32_t> pos, int n_rot, float base,
+                                   const Weight* freq_factors) {
   const int half = n_rot / 2;
-  // ff_i: the model's frequency factors (their first `half`), else 1.
-  const float* ff = nullptr;
+  // ff_i: the model's frequency factors (their first `half`), else none (1). Compared by value:
+  // a table is reused only for the same angles, whatever model asks.
+  std::span<const float> ff;
   if (freq_factors) {
     CHECK(freq_factors->ne[0] >= half);
     rope_ff_.resize(static_cast<size_t>(freq_factors->ne[0]));
     WeightRowF32(*freq_factors, 0, rope_ff_.data());
-    ff = rope_ff_.data();
+    ff = std::span<const float>(rope_ff_.data(), static_cast<size_t>(half));
   }
+  for (const RopeAngles& t : rope_angles_)
+    if (t.n_rot == n_rot && t.base == base &&
+        std::equal(ff.begin(), ff.end(), t.freq_factors.begin(), t.freq_factors.end()) &&
+        std::equal(pos.begin(), pos.end(), t.pos.begin(), t.pos.end()))
+      return t.cos_sin.data();
   // theta_i = pos * base^(-2i/n_rot) / ff_i, evaluated in double then rounded: a pure function
   // of (pos, i), identical for every batch.
   rope_inv_freq_.resize(static_cast<size_t>(half));
   double* inv_freq = rope_inv_freq_.data();
   for (int i = 0; i < half; ++i)
-    inv_freq[i] = std::pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff ? ff[i] : 1.0f);
+    inv_freq[i] =
+        std::pow(static_cast<double>(base), -2.0 * i / n_rot) / (ff.empty() ? 1.0f : ff[i]);
+  RopeAngles& t = rope_angles_[rope_angles_next_];
+  rope_angles_next_ = (rope_angles_next_ + 1) % rope_angles_.size();
+  t.pos.assign(pos.begin(), pos.end());
+  t.n_rot = n_rot;
+  t.base = base;
+  t.freq_factors.assign(ff.begin(), ff.end());
+  t.cos_sin.resize(pos.size() * static_cast<size_t>(n_rot));
+  float* cs = t.cos_sin.data();
+  ForRows(pool_, static_cast<int64_t>(pos.size()), [&](int64_t r) {
+    for (int i = 0; i < half; ++i) {
+      const double theta = static_cast<double>(pos[static_cast<size_t>(r)]) * inv_freq[i];
+      cs[(r * half + i) * 2] = static_cast<float>(std::cos(theta));
+      cs[(r * half + i) * 2 + 1] = static_cast<float>(std::sin(theta));
+    }
+  });
+  return cs;
+}
+
+void CpuBackend::Rope(Tensor* x, std::span<const int32_t> pos, int head_dim, int n_rot, float base,
+                      const Weight* freq_factors) {
+  CHECK(x->cols() % head_dim == 0 && static_cast<int64_t>(pos.size()) == x->rows());
+  const int half = n_rot / 2;
+  const float* cs = RopeTable(pos, n_rot, base, freq_factors);
   const int64_t heads = x->cols() / head_dim;
   ForRows(pool_, x->rows(), [&](int64_t r) {
     for (int i = 0; i < half; ++i) {
-      const double theta = static_cast<double>(pos[r]) * inv_freq[i];
-      const float c = static_cast<float>(std::cos(theta));
-      const float s = static_cast<float>(std::sin(theta));
+      const float c = cs[(r * half + i) * 2], s = cs[(r * half + i) * 2 + 1];
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x->row(r) + h * head_dim;
         const float a = v[i], b = v[i + half];

@@ -1,6 +1,7 @@
 // The CPU backend: host memory, a private thread pool, batch-invariant kernels.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -142,6 +143,19 @@ class CpuBackend : public Backend {
   std::vector<float> rope_ff_, norm_w_, moe_scale_;  // weights read as f32
   MoeState moe_;
   std::vector<double> rope_inv_freq_;
+  // RoPE's cos and sin of the last few distinct (positions, rotation) pairs: a step's Q and K
+  // of every layer with the same base and frequency factors rotate by the same angles.
+  struct RopeAngles {
+    std::vector<int32_t> pos;
+    int n_rot = 0;
+    float base = 0.0f;
+    std::vector<float> freq_factors;  // the first n_rot / 2 (empty: none)
+    std::vector<float> cos_sin;       // [rows][n_rot / 2] pairs (cos, sin)
+  };
+  const float* RopeTable(std::span<const int32_t> pos, int n_rot, float base,
+                         const Weight* freq_factors);
+  std::array<RopeAngles, 2> rope_angles_;
+  size_t rope_angles_next_ = 0;
   // Lane accumulators of the multi-row float matmul, kRowsScratchFloats per pool worker: fixed
   // size (rows beyond one chunk are done in passes), so it is allocated once, here.
   std::vector<float> rows_scratch_;
