@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,23 @@ struct Usage {
   }
 
   [[noreturn]] void Unknown(const std::string& arg) const { Error("unknown option " + arg); }
+
+  // A positive integer option value, or a usage error naming the option.
+  int PositiveInt(const std::string& option, const char* s) const {
+    const int n = std::atoi(s);
+    if (n < 1) Error(option + ": '" + s + "' is not a positive integer");
+    return n;
+  }
+
+  // A comma-separated list of positive integers ("1,4,16"), or a usage error naming the option.
+  std::vector<int> PositiveInts(const std::string& option, const std::string& s) const {
+    std::vector<int> out;
+    std::stringstream in(s);
+    for (std::string item; std::getline(in, item, ',');)
+      out.push_back(PositiveInt(option, item.c_str()));
+    if (out.empty()) Error(option + ": an empty list");
+    return out;
+  }
 
   // The value of the option at argv[*i], moving *i onto it. A following "--option" counts as
   // missing: `--model --threads 2` is a forgotten path, not a model named "--threads".

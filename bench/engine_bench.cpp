@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -60,18 +59,6 @@ constexpr bench::Usage kUsage{
     "  --json                      one JSON object instead of the table (default: table)\n"
     "  -h, --help                  print this and exit\n"};
 
-std::vector<int> ParseList(const std::string& option, const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    const int n = std::atoi(item.c_str());
-    if (n < 1) kUsage.Error(option + ": '" + item + "' is not a positive integer");
-    out.push_back(n);
-  }
-  if (out.empty()) kUsage.Error(option + ": an empty list");
-  return out;
-}
-
 Args ParseArgs(int argc, char** argv) {
   kUsage.HelpIfAsked(argc, argv);
   Args a;
@@ -91,7 +78,7 @@ Args ParseArgs(int argc, char** argv) {
     } else if (k == "--reps") {
       a.reps = std::max(1, std::atoi(value()));
     } else if (k == "--seqs") {
-      a.seqs = ParseList(k, value());
+      a.seqs = kUsage.PositiveInts(k, value());
     } else if (k == "--cache-type") {
       auto t = kv::ParseCacheType(value());
       if (!t.ok()) kUsage.Error(k + ": " + t.status().message());

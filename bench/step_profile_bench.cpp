@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,24 +38,6 @@ constexpr bench::Usage kUsage{
   std::exit(1);
 }
 
-std::vector<int> ParseList(const std::string& option, const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    const int n = std::atoi(item.c_str());
-    if (n < 1) kUsage.Error(option + ": '" + item + "' is not a positive integer");
-    out.push_back(n);
-  }
-  if (out.empty()) kUsage.Error(option + ": an empty list");
-  return out;
-}
-
-int PositiveInt(const std::string& option, const char* s) {
-  const int n = std::atoi(s);
-  if (n < 1) kUsage.Error(option + ": '" + s + "' is not a positive integer");
-  return n;
-}
-
 Args ParseArgs(int argc, char** argv) {
   kUsage.HelpIfAsked(argc, argv);
   Args a;
@@ -66,13 +47,13 @@ Args ParseArgs(int argc, char** argv) {
     if (k == "--model") {
       a.model = value();
     } else if (k == "--threads") {
-      a.threads = PositiveInt(k, value());
+      a.threads = kUsage.PositiveInt(k, value());
     } else if (k == "--rows") {
-      a.rows = ParseList(k, value());
+      a.rows = kUsage.PositiveInts(k, value());
     } else if (k == "--context") {
-      a.context = PositiveInt(k, value());
+      a.context = kUsage.PositiveInt(k, value());
     } else if (k == "--steps") {
-      a.steps = PositiveInt(k, value());
+      a.steps = kUsage.PositiveInt(k, value());
     } else {
       kUsage.Unknown(k);
     }
