@@ -1,10 +1,17 @@
 """Draws the training curves (target cross-entropy, assistant KL per draft step) as one SVG,
 with no plotting library: usage `python3 train/plot.py curve_target.json curve_assistant.json OUT.svg`."""
+import gzip
 import json
 import math
 import sys
 
 W, H, PAD = 900, 360, 60
+
+
+def load_curve(path):
+    """A curve file, plain or gzipped (older runs' curves are kept gzipped: the repository's size)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
 
 
 def panel(x0, title, series, xlabel, ylabel):
@@ -42,10 +49,7 @@ def panel(x0, title, series, xlabel, ylabel):
 
 def main():
     ct, ca, dest = sys.argv[1:4]
-    with open(ct) as f:
-        t = json.load(f)
-    with open(ca) as f:
-        a = json.load(f)
+    t, a = load_curve(ct), load_curve(ca)
     els = panel(0, "Target: train cross-entropy (nats/token)",
                 [("train loss", "#1f77b4", [(r["tokens"] / 1e6, r["loss"]) for r in t])], "tokens (millions)", "loss")
     colours = ["#d62728", "#2ca02c", "#9467bd"]
