@@ -101,8 +101,8 @@ MUTANTS = {
         " {recent_.data() + at, n}});")],
         "*SpecExactness*:*EngineExactness*-*NegativeControl*", "per-sequence RNG keyed by batch row instead of position"),
     "sliding_window_off_by_one": (ATTN, [(
-        "return window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;",
-        "return window > 0 ? std::max(0, rows.pos[r] - window + 2) : 0;")],
+        "  return window > 0 ? std::max(0, pos - window + 1) : 0;",
+        "  return window > 0 ? std::max(0, pos - window + 2) : 0;")],
         "*TargetParity*", "sliding window one key short"),
     "prefill_chunk_off_by_one": (STEP, [(
         "std::min({n_prompt, s.n_cached + opt_.prefill_chunk, s.n_cached + left});",

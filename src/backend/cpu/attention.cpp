@@ -74,6 +74,11 @@ int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The first key a query at `pos` reads: its sliding window's start (0 without a window).
+int WindowStart(int pos, int window) {
+  return window > 0 ? std::max(0, pos - window + 1) : 0;
+}
+
 // The queries of one work item: each reads keys [lo, last] of the item's sequence. They go slice
 // by slice: queries [s * per_slice, (s + 1) * per_slice) read KV head s of the item's n_slices
 // (consecutive from the item's first).
@@ -238,20 +243,20 @@ void AttendBlock(const KvLayerView& kv, int seq, int64_t col, int head_dim,
 // rows, often on two threads (one row at 200 keys, 2 threads, 200 alternating calls after a
 // 40 MB read: 27.7 -> 22.4 us; two rows 49.5 -> 35.3).
 struct AttnPlan {
-  int group = 1, heads_per_item = 1, parts = 1, kv_per_item = 1, max_queries = 1;
+  int heads_per_item = 1, parts = 1, kv_per_item = 1, max_queries = 1;
   int64_t items_per_block = 1;
 };
 
 AttnPlan PlanItems(int n_head, int n_head_kv, int64_t n_blocks, int64_t widest_block,
                    int64_t want) {
   AttnPlan p;
-  p.group = n_head / n_head_kv;
-  int parts = static_cast<int>(CeilDiv(p.group, kBlockQueries));
+  const int group = n_head / n_head_kv;
+  int parts = static_cast<int>(CeilDiv(group, kBlockQueries));
   if (n_blocks * n_head_kv < want)
     parts = std::max(
-        parts, static_cast<int>(std::min<int64_t>(p.group, CeilDiv(want, n_blocks * n_head_kv))));
-  p.heads_per_item = static_cast<int>(CeilDiv(p.group, parts));
-  p.parts = static_cast<int>(CeilDiv(p.group, p.heads_per_item));
+        parts, static_cast<int>(std::min<int64_t>(group, CeilDiv(want, n_blocks * n_head_kv))));
+  p.heads_per_item = static_cast<int>(CeilDiv(group, parts));
+  p.parts = static_cast<int>(CeilDiv(group, p.heads_per_item));
   const bool whole_rows = p.parts == 1 && n_head_kv <= kMaxItemKvHeads && n_blocks >= want &&
                           widest_block * n_head <= kBlockQueries;
   p.kv_per_item = whole_rows ? n_head_kv : 1;
@@ -291,7 +296,7 @@ struct AttnCall {
   bool include_self;
 
   // The first key row r reads (its window's start).
-  int FirstKey(int64_t r) const { return window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0; }
+  int FirstKey(int64_t r) const { return WindowStart(rows.pos[r], window); }
 };
 
 // Brings the first keys of the work item (kv_head, block) into the cache.
@@ -368,8 +373,7 @@ void CpuBackend::Attention(const Tensor& q, const KvLayerView& kv, int n_head, i
   int max_keys = 1;
   for (int64_t r = 0; r < q.rows(); ++r) {
     work += static_cast<int64_t>(rows.pos[r] + 1) * head_dim;
-    const int lo = window > 0 ? std::max(0, rows.pos[r] - window + 1) : 0;
-    max_keys = std::max(max_keys, rows.pos[r] - lo + 1);
+    max_keys = std::max(max_keys, rows.pos[r] - WindowStart(rows.pos[r], window) + 1);
   }
   // A ring holds only its last `ring` positions: a read spanning more would see overwritten
   // rows.
