@@ -374,6 +374,27 @@ TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
   CheckRawBlockKernels();
 }
 
+// The 32-element formats' pipelined kernel (matmul_mma_b32.cu, off by default until timed on a
+// GPU): rows of 2 blocks (six empty partials), 22 and 23 (steps of 4 that cross partials), 66
+// (26B-A4B's 2,112-wide down projection) and 88; rows of 748, 484 and 396 bytes put the blocks at
+// every even offset of their 16-byte windows; whole and partial row and column tiles, and
+// grouped expert tasks. Every output quant::DotRow's bits.
+TEST_F(CudaIntMatMul, PipelinedBlock32KernelMatchesTheCpuDotBitForBit) {
+  const testing::UnverifiedKernelsScope b32("b32");
+  for (DType type : {DType::Q8_0, DType::Q5_0, DType::Q4_0}) {
+    for (int64_t k : {64, 704, 736, 2112, 2816}) {
+      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
+      CheckDense(type, 40, 70, k, 760, 41);
+    }
+    const int n_expert = 130;
+    const int64_t n_out = 24;
+    const Case c = MakeCase(type, n_out * n_expert, 940, 704);
+    const Weight w = gpu_->PrepareWeight(c.view);
+    SCOPED_TRACE(std::string(Name(type)) + " experts");
+    CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 43);
+  }
+}
+
 // Dense launches either split in two halves of the partials (their sum is the tree's top add:
 // a launch whose two halves fit one wave of the device) or whole: 40 rows x 70 outputs (4
 // blocks) split, rows of 1 block (the second half empty), 9 and 33; 40 rows x enough outputs

@@ -341,6 +341,9 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
     if (split) LaunchBinary(Binary::kAdd, y, split, y, rows * n_out, stream);  // the tree's top add
     return true;
   }
+  if (UnverifiedKernelOn("b32") &&
+      LaunchIntMmaB32(type, w, row_bytes, k, n_out, x, map, tiles, y, stream))
+    return true;
   return DispatchIntFormat(type, [&](auto f) {
     if constexpr (decltype(f)::kElems == 32)  // the 256-element formats went to the raw kernels
       Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
@@ -373,6 +376,9 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
                      stream) ||
       LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, nullptr,
                       stream))
+    return true;
+  if (UnverifiedKernelOn("b32") &&
+      LaunchIntMmaB32(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
     return true;
   return DispatchIntFormat(m.type, [&](auto f) {
     if constexpr (decltype(f)::kElems == 32)

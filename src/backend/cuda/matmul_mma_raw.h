@@ -1,5 +1,6 @@
 // Launchers of the integer path's raw-block tensor-core kernels (mma_pipeline.cuh):
-// matmul_mma_k4.cu for Q4_K and Q5_K, matmul_mma_q6k.cu for Q6_K. The same outputs as
+// matmul_mma_k4.cu for Q4_K and Q5_K, matmul_mma_q6k.cu for Q6_K, matmul_mma_b32.cu for Q8_0,
+// Q5_0 and Q4_0 (no split launch; false also for rows past its schedule table). The same outputs as
 // matmul_mma.cu's kernel and quant::DotRow, bit for bit. Included by .cu files.
 #pragma once
 
@@ -23,6 +24,9 @@ bool LaunchIntMmaK4(DType type, const void* w, int64_t row_bytes, int64_t k, int
                     cudaStream_t stream);
 bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
+                     cudaStream_t stream);
+bool LaunchIntMmaB32(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
+                     const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
                      cudaStream_t stream);
 
 }  // namespace lockstep::backend::cuda
