@@ -426,6 +426,50 @@ TEST(QuantizeCli, BadInputFailsClearlyWithoutOutput) {
   EXPECT_EQ(testing::TempSiblings(out), 0);
 }
 
+// --allow-requantize: an already quantized file is refused without it; with it every tensor gets
+// the mix's type (the float file's plan) and its bytes are the row quantization of the
+// dequantized source rows. Control: those bytes differ from quantizing the float file directly
+// (the compounded rounding), so the comparison is not trivially met.
+TEST(QuantizeCli, RequantizesOnlyWhenAskedFromDequantizedRows) {
+  const std::string in =
+      (fs::path(LOCKSTEP_SOURCE_DIR) / "testdata/parity/dense/dense.gguf").string();
+  const std::string q8 = (TmpDir() / "requant-Q8_0.gguf").string();
+  const fs::path out = TmpDir() / "requant-Q4_K_M.gguf", direct = TmpDir() / "direct-Q4_K_M.gguf";
+  ASSERT_TRUE(quant::QuantizeModel(in, q8, Mix::Q8_0).ok());
+  ASSERT_TRUE(quant::QuantizeModel(in, direct.string(), Mix::Q4_K_M).ok());
+  fs::remove(out);
+  std::string msg;
+  EXPECT_EQ(RunCli(fmt::format("{} {} Q4_K_M -q", q8, out.string()), &msg), 1);
+  EXPECT_NE(msg.find("--allow-requantize"), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(out));
+  ASSERT_EQ(RunCli(fmt::format("{} {} Q4_K_M -q --allow-requantize", q8, out.string()), &msg), 0)
+      << msg;
+  auto src = gguf::File::Open(q8), got = gguf::File::Open(out.string()),
+       ref = gguf::File::Open(direct.string());
+  ASSERT_TRUE(src.ok() && got.ok() && ref.ok());
+  int requantized = 0, differing = 0;
+  for (const auto& t : (*src)->tensors()) {
+    const auto* g = (*got)->FindTensor(t.name);
+    const auto* r = (*ref)->FindTensor(t.name);
+    ASSERT_TRUE(g && r) << t.name;
+    EXPECT_EQ(g->type, r->type) << t.name;
+    if (t.type == g->type) continue;
+    ++requantized;
+    const int64_t ne0 = t.ne[0], rows = t.n_elements() / ne0;
+    std::vector<float> row(static_cast<size_t>(ne0));
+    std::vector<uint8_t> want(g->nbytes);
+    const size_t in_row = RowBytes(t.type, ne0), out_row = RowBytes(g->type, ne0);
+    for (int64_t i = 0; i < rows; ++i) {
+      quant::DequantizeRow(t.type, (*src)->TensorData(t) + i * in_row, row.data(), ne0);
+      quant::QuantizeRow(g->type, row.data(), want.data() + i * out_row, ne0);
+    }
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), (*got)->TensorData(*g))) << t.name;
+    differing += !std::equal(want.begin(), want.end(), (*ref)->TensorData(*r));
+  }
+  EXPECT_GT(requantized, 0);
+  EXPECT_GT(differing, 0);
+}
+
 // A synthetic model written directly in a mix has, tensor by tensor, the types `lockstep
 // quantize` gives the same model written in F16 (the full-size GPU benchmark models are made
 // this way: a 31B float file would not fit the disk). Covers dense K=V and MoE shapes, PLE.

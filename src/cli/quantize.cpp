@@ -13,7 +13,7 @@ namespace lockstep::cli {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: lockstep quantize IN.gguf OUT.gguf TYPE [--threads N] [-q]\n"
+    "usage: lockstep quantize IN.gguf OUT.gguf TYPE [--threads N] [--allow-requantize] [-q]\n"
     "\n"
     "Rewrites a GGUF model with its matrices in a llama.cpp-style quantization mix (no importance\n"
     "matrix). Norms, scales, the MoE router, rope_freqs and other 1-D tensors stay as they are.\n"
@@ -21,8 +21,11 @@ constexpr const char* kUsage =
     "The output is written to a temporary file next to OUT.gguf and renamed on success; Ctrl-C\n"
     "removes it.\n"
     "\n"
-    "  --threads N   rows quantized in parallel (default 1; the output bytes do not depend on N)\n"
-    "  -q, --quiet   no progress bar (drawn only when stderr is a terminal)\n";
+    "  --threads N         rows quantized in parallel (default 1; the output bytes do not depend\n"
+    "                      on N)\n"
+    "  --allow-requantize  also quantize tensors that are already quantized, from their\n"
+    "                      dequantized values (two roundings compound; refused without it)\n"
+    "  -q, --quiet         no progress bar (drawn only when stderr is a terminal)\n";
 
 void DrawProgress(const quant::QuantizeProgress& p) {
   const double frac =
@@ -41,7 +44,7 @@ void DrawProgress(const quant::QuantizeProgress& p) {
 int Quantize(int argc, char** argv) {
   std::string paths[3];
   int n_pos = 0, threads = 1;
-  bool quiet = false;
+  bool quiet = false, allow_requantize = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
@@ -59,6 +62,8 @@ int Quantize(int argc, char** argv) {
       }
     } else if (a == "-q" || a == "--quiet") {
       quiet = true;
+    } else if (a == "--allow-requantize") {
+      allow_requantize = true;
     } else if (!a.empty() && a[0] != '-' && n_pos < 3) {
       paths[n_pos++] = a;
     } else {
@@ -79,6 +84,7 @@ int Quantize(int argc, char** argv) {
   InterruptGuard guard(InterruptGuard::Scope::kUntilExit);
   quant::QuantizeOptions opts;
   opts.threads = threads;
+  opts.allow_requantize = allow_requantize;
   opts.cancel = guard.flag();
   // Redrawn with \r: only on a terminal, never into a log file or a pipe.
   if (!quiet && StderrIsTerminal()) opts.progress = DrawProgress;

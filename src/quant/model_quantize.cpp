@@ -115,11 +115,12 @@ DType FitBlock(DType t, int64_t ne0) {
 
 }  // namespace
 
-MixPlanner::MixPlanner(Mix mix, MixModel model) : mix_(mix), model_(std::move(model)) {}
+MixPlanner::MixPlanner(Mix mix, MixModel model, bool requantize)
+    : mix_(mix), model_(std::move(model)), requantize_(requantize) {}
 
 DType MixPlanner::Next(const gguf::TensorInfo& t) {
   MixModel& c = model_;
-  if (MustStayExact(t) || !IsFloatType(t.type)) return t.type;
+  if (MustStayExact(t) || (!requantize_ && !IsFloatType(t.type))) return t.type;
   const MixInfo& mi = InfoOf(mix_);
   const Mix mix = mix_;
   DType type = mi.base;
@@ -217,7 +218,7 @@ uint32_t FileTypeOf(Mix mix) {
   return InfoOf(mix).ftype;
 }
 
-std::vector<DType> PlanTypes(const gguf::File& file, Mix mix) {
+std::vector<DType> PlanTypes(const gguf::File& file, Mix mix, bool requantize) {
   MixModel c;
   std::string arch = "gemma4";
   if (const auto* a = file.Find("general.architecture"); a && a->AsString()) arch = *a->AsString();
@@ -229,7 +230,7 @@ std::vector<DType> PlanTypes(const gguf::File& file, Mix mix) {
     if (c.n_layer == 0 || LayerOf(t.name) >= c.n_layer) c.n_layer = LayerOf(t.name) + 1;
   }
   c.gqa = GqaOf(file, arch, c.n_layer);
-  MixPlanner planner(mix, std::move(c));
+  MixPlanner planner(mix, std::move(c), requantize);
   std::vector<DType> out;
   for (const auto& t : file.tensors()) out.push_back(planner.Next(t));
   return out;
@@ -239,13 +240,21 @@ Status QuantizeModel(const std::string& in_path, const std::string& out_path, Mi
                      const QuantizeOptions& opts) {
   LS_RETURN_IF_ERROR(CheckPaths(in_path, out_path));
   LS_ASSIGN_OR_RETURN(std::unique_ptr<gguf::File> file, gguf::File::Open(in_path));
-  const std::vector<DType> plan = PlanTypes(*file, mix);
+  const std::vector<DType> plan = PlanTypes(*file, mix, opts.allow_requantize);
   const auto& tensors = file->tensors();
-  // Requantizing compounds two roundings; like llama.cpp, refuse rather than do it silently.
-  for (const auto& t : tensors)
-    if (!IsFloatType(t.type) && !MustStayExact(t))
-      return Status::Errorf("{}: tensor {} is already {}; quantize from an F32/F16/BF16 file",
-                            in_path, t.name, Name(t.type));
+  // Requantizing compounds two roundings; like llama.cpp, refuse unless asked.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i];
+    if (IsFloatType(t.type) || MustStayExact(t)) continue;
+    if (!opts.allow_requantize)
+      return Status::Errorf(
+          "{}: tensor {} is already {}; quantize from an F32/F16/BF16 file (or pass "
+          "--allow-requantize)",
+          in_path, t.name, Name(t.type));
+    if (plan[i] != t.type && !CanDequantize(t.type))
+      return Status::Errorf("{}: tensor {} is {}, which cannot be requantized", in_path, t.name,
+                            Name(t.type));
+  }
 
   gguf::Writer w;
   w.SetAlignment(file->alignment());

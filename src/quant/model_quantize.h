@@ -28,16 +28,16 @@ std::string ValidMixNames();
 uint32_t FileTypeOf(Mix mix);
 
 // The output type of every tensor of `file` under `mix`, in file order. Tensors that must stay
-// exact (1-D, norms, scales, the router, rope_freqs, token ordering, centroids) and tensors that
-// are already block-quantized keep their type; a tensor whose ne[0] does not fit the chosen
-// block size falls back to a smaller block (then F16).
-std::vector<DType> PlanTypes(const gguf::File& file, Mix mix);
+// exact (1-D, norms, scales, the router, rope_freqs, token ordering, centroids) keep their type,
+// and so do tensors that are already block-quantized unless `requantize`; a tensor whose ne[0]
+// does not fit the chosen block size falls back to a smaller block (then F16).
+std::vector<DType> PlanTypes(const gguf::File& file, Mix mix, bool requantize = false);
 
 // What a mix needs to know of the whole model before typing its tensors one by one.
 struct MixModel {
   int64_t n_layer = 0;
-  int64_t n_attn_v = 0;     // attn_v tensors in the model
-  bool has_output = false;  // an output.weight (else token_embd is the tied head)
+  int64_t n_attn_v = 0;      // attn_v tensors in the model
+  bool has_output = false;   // an output.weight (else token_embd is the tied head)
   std::vector<int64_t> gqa;  // n_head / n_head_kv per layer (Q2_K's attn_v rule); may be empty
 };
 
@@ -45,12 +45,14 @@ struct MixModel {
 // synthetic full-size models): call Next for every tensor in file order, with its source type.
 class MixPlanner {
  public:
-  MixPlanner(Mix mix, MixModel model);
+  // requantize: block-quantized tensors are typed like float ones (else they keep their type).
+  MixPlanner(Mix mix, MixModel model, bool requantize = false);
   DType Next(const gguf::TensorInfo& t);
 
  private:
   Mix mix_;
   MixModel model_;
+  bool requantize_;
   int64_t i_attn_v_ = 0;
 };
 
@@ -68,6 +70,9 @@ struct QuantizeOptions {
   // Checked between tensors (and between row chunks); when set, the write stops, OUT.tmp is
   // removed and QuantizeModel returns an error whose message starts with "interrupted".
   const std::atomic<bool>* cancel = nullptr;
+  // Quantize tensors that are already block-quantized too, from their dequantized values (two
+  // roundings compound; llama.cpp's --allow-requantize). Without it such a file is refused.
+  bool allow_requantize = false;
 };
 
 // Reads `in_path`, writes `out_path` (via out_path.tmp + rename) with every tensor converted to
