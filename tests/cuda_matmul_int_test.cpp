@@ -108,18 +108,23 @@ class CudaIntMatMul : public ::testing::Test {
   }
   // The raw-block kernels' cases (RawBlockKernelsMatchTheCpuDotBitForBit).
   void CheckRawBlockKernels() {
-    const int64_t rows = 40, n = 70;
-    for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-      for (int64_t k : {2304, 2560, 8448}) {
+    CheckDenseAndExperts({DType::Q4_K, DType::Q5_K, DType::Q6_K}, {2304, 2560, 8448}, 2304, 720);
+  }
+  // For each type: 40 rows x 70 outputs at each width of `ks`, then 600 skewed expert tasks of
+  // 24 outputs over 130 experts at width expert_k.
+  void CheckDenseAndExperts(std::initializer_list<DType> types, std::initializer_list<int64_t> ks,
+                            int64_t expert_k, uint32_t seed) {
+    for (DType type : types) {
+      for (int64_t k : ks) {
         SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-        CheckDense(type, rows, n, k, 720, 27);
+        CheckDense(type, 40, 70, k, seed, seed / 26);
       }
       const int n_expert = 130;
       const int64_t n_out = 24;
-      const Case c = MakeCase(type, n_out * n_expert, 930, 2304);
+      const Case c = MakeCase(type, n_out * n_expert, seed + 210, expert_k);
       const Weight w = gpu_->PrepareWeight(c.view);
       SCOPED_TRACE(std::string(Name(type)) + " experts");
-      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 39);
+      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, seed / 18);
     }
   }
   // Expert ids of `tasks` tasks over 130 experts: every fourth task the last expert (a long
@@ -381,18 +386,8 @@ TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
 // grouped expert tasks. Every output quant::DotRow's bits.
 TEST_F(CudaIntMatMul, PipelinedBlock32KernelMatchesTheCpuDotBitForBit) {
   const testing::UnverifiedKernelsScope b32("b32");
-  for (DType type : {DType::Q8_0, DType::Q5_0, DType::Q4_0}) {
-    for (int64_t k : {64, 704, 736, 2112, 2816}) {
-      SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-      CheckDense(type, 40, 70, k, 760, 41);
-    }
-    const int n_expert = 130;
-    const int64_t n_out = 24;
-    const Case c = MakeCase(type, n_out * n_expert, 940, 704);
-    const Weight w = gpu_->PrepareWeight(c.view);
-    SCOPED_TRACE(std::string(Name(type)) + " experts");
-    CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, 43);
-  }
+  CheckDenseAndExperts({DType::Q8_0, DType::Q5_0, DType::Q4_0}, {64, 704, 736, 2112, 2816}, 704,
+                       760);
 }
 
 // Dense launches either split in two halves of the partials (their sum is the tree's top add:
