@@ -379,15 +379,15 @@ TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
   CheckRawBlockKernels();
 }
 
-// The 32-element formats' pipelined kernel (matmul_mma_b32.cu, off by default until timed on a
-// GPU): rows of 2 blocks (six empty partials), 22 and 23 (steps of 4 that cross partials), 66
-// (26B-A4B's 2,112-wide down projection) and 88; rows of 748, 484 and 396 bytes put the blocks at
-// every even offset of their 16-byte windows; whole and partial row and column tiles, and
-// grouped expert tasks. Every output quant::DotRow's bits.
+// The 32-element formats' pipelined kernel (matmul_mma_b32.cu): rows of 2 blocks (six empty
+// partials), 22 and 23 (steps of 4 that cross partials), 66 (26B-A4B's 2,112-wide down
+// projection), 88, and 1,032 (past the kernel's schedule table: the dp4a kernel takes them);
+// rows of 748, 484 and 396 bytes put the blocks at every even offset of their 16-byte windows;
+// whole and partial row and column tiles, and grouped expert tasks. Every output
+// quant::DotRow's bits.
 TEST_F(CudaIntMatMul, PipelinedBlock32KernelMatchesTheCpuDotBitForBit) {
-  const testing::UnverifiedKernelsScope b32("b32");
-  CheckDenseAndExperts({DType::Q8_0, DType::Q5_0, DType::Q4_0}, {64, 704, 736, 2112, 2816}, 704,
-                       760);
+  CheckDenseAndExperts({DType::Q8_0, DType::Q5_0, DType::Q4_0}, {64, 704, 736, 2112, 2816, 33024},
+                       704, 760);
 }
 
 // Dense launches either split in two halves of the partials (their sum is the tree's top add:

@@ -1,18 +1,16 @@
-// The integer path's tensor-core kernel for many rows (prefill, verify passes) of the 32-element
-// formats (Q8_0, Q4_0, Q5_0; Q4_K, Q5_K and Q6_K run the raw-block kernels of
-// matmul_mma_raw.h), and the launchers of all of them with the grouped launch's tile table: int8
-// MMAs (m16n8k16, exact int32 sums of 16 products) give each 16-element group's integer sum, the
-// group scales are applied in integers, and each block's float contribution is added
-// exactly as quant::detail::Acc8 adds it: partial p = b % 8 sums its blocks in ascending order,
-// then ((a0 + a4) + (a1 + a5)) + ((a2 + a6) + (a3 + a7)). Integers do not depend on their order
-// and the float sequence is the CPU's, so every output equals matmul_int.cu's and
-// quant::DotRow's, bit for bit, whatever the tile or the number of rows.
+// The launchers of the integer path's tensor-core kernels for many rows (prefill, verify
+// passes; the kernels are those of matmul_mma_raw.h: Q4_K and Q5_K, Q6_K, and the 32-element
+// formats Q8_0, Q5_0 and Q4_0), which of them a dense product takes, and the grouped launch's
+// tile table. Every kernel adds each block's float contribution exactly as quant::detail::Acc8
+// adds it: partial p = b % 8 sums its blocks in ascending order, then ((a0 + a4) + (a1 + a5)) +
+// ((a2 + a6) + (a3 + a7)). Integers do not depend on their order and the float sequence is the
+// CPU's, so every output equals matmul_int.cu's and quant::DotRow's, bit for bit, whatever the
+// tile or the number of rows.
 #include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/elementwise.h"
-#include "backend/cuda/int_blocks.cuh"
 #include "backend/cuda/matmul_mma.h"
 #include "backend/cuda/matmul_mma_raw.h"
 #include "backend/cuda/mma_common.cuh"
@@ -21,38 +19,9 @@
 namespace lockstep::backend::cuda {
 namespace {
 
-constexpr int kTileCols = 64;            // weight rows (outputs) per block: 16 per warp
+constexpr int kTileCols = pipe::kCols;   // weight rows (outputs) per block: 16 per warp
 constexpr int kTileRows = kMmaTileRows;  // 4 MMA column tiles of 8
-constexpr int kWarps = kTileCols / 16;
-constexpr int kThreads = kWarps * kWarp;
-constexpr int kStepK = 256;           // elements of a row staged per step
-constexpr int kGroups = kStepK / 16;  // 16-element groups per step
-constexpr int kStride = kStepK + 16;  // bytes per staged row (bank-conflict-free fragments)
-constexpr int kSubs = kStepK / 32;    // 32-element sub-blocks per step
-
 constexpr int kMaxMmaExperts = 256;
-
-struct Smem {
-  int8_t w[kTileCols][kStride];
-  int8_t x[kTileRows][kStride];
-  int w_scale[kTileCols][kGroups];
-  float w_d[kTileCols][kSubs];
-  float x_d[kTileRows][kSubs];
-  int64_t x_row[kTileRows];  // activation row of each tile row (-1: none)
-  int64_t y_row[kTileRows];  // output row of each tile row
-};
-
-__device__ __forceinline__ void Mma16(const uint32_t (&a)[2], uint32_t b, int (&c)[4]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // int8 MMA needs sm_80; LaunchIntMma never launches there
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
-      "{%7,%8,%9,%10};\n"
-      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(b), "r"(0), "r"(0), "r"(0), "r"(0));
-#endif
-}
 
 // Whether the current device has int8 MMA (compute capability 8.0 or later).
 bool DeviceHasIntMma() {
@@ -60,126 +29,6 @@ bool DeviceHasIntMma() {
   LS_CUDA_CHECK(cudaGetDevice(&device));
   LS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   return major >= 8;
-}
-
-// The blocks of one step: the 8 blocks at schedule positions b .. b + 7 (every step full,
-// whatever nblk % 8: a step of one partial's blocks b, b + 8, ... left 5 of 8 sub-blocks empty
-// for the 22-block rows of a 704-wide expert). Sub-block s of the step is block
-// ScheduledBlock(nblk, b + s), element range [32 s, 32 s + 32) of the staged rows.
-template <class F>
-__device__ void StageStep(Smem& sm, const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk,
-                          int64_t n_out, int64_t col0, const ActRows& x, int64_t b) {
-  // Weights: (column, sub-block) tasks, decoded to int8 levels with their group scales.
-  for (int task = threadIdx.x; task < kTileCols * kSubs; task += kThreads) {
-    const int c = task / kSubs, s = task % kSubs;
-    const int64_t col = col0 + c, blk = ScheduledBlock(nblk, b + s);
-    uint32_t lv[8] = {};
-    int sc[2] = {0, 0};
-    float d = 0.0f;
-    if (col < n_out && blk < nblk) {
-      const uint8_t* bp = w + col * row_bytes + blk * F::kBytes;
-      F::Levels32(bp, lv, sc);
-      d = F::Scale(bp);
-    }
-    uint4* dst = reinterpret_cast<uint4*>(&sm.w[c][32 * s]);
-    dst[0] = make_uint4(lv[0], lv[1], lv[2], lv[3]);
-    dst[1] = make_uint4(lv[4], lv[5], lv[6], lv[7]);
-    sm.w_scale[c][2 * s] = sc[0], sm.w_scale[c][2 * s + 1] = sc[1];
-    sm.w_d[c][s] = d;
-  }
-  // Activations: 16-byte pieces of the quantized rows and their scales.
-  const int64_t d_stride = x.k / F::kElems;
-  for (int task = threadIdx.x; task < kTileRows * (kStepK / 16); task += kThreads) {
-    const int r = task / (kStepK / 16), piece = task % (kStepK / 16);
-    const int s = piece / 2;
-    const int64_t row = sm.x_row[r], blk = ScheduledBlock(nblk, b + s);
-    const bool live = row >= 0 && blk < nblk;
-    int4 v = make_int4(0, 0, 0, 0);
-    if (live)
-      v = *reinterpret_cast<const int4*>(x.q + row * x.k + blk * F::kElems + 16 * (piece % 2));
-    *reinterpret_cast<int4*>(&sm.x[r][16 * piece]) = v;
-    if (piece % 2 == 0) sm.x_d[r][s] = live ? x.d[row * d_stride + blk] : 0.0f;
-  }
-}
-
-// Sub-block s's integer sums for this thread's accumulator elements (group scales applied),
-// added to isum.
-__device__ __forceinline__ void SubSums(const Smem& sm, int warp, int g8, int tig, int s,
-                                        int (&isum)[4][4]) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int k0 = 32 * s + 16 * h + 4 * tig, grp = 2 * s + h;
-    const uint32_t a[2] = {*reinterpret_cast<const uint32_t*>(&sm.w[16 * warp + g8][k0]),
-                           *reinterpret_cast<const uint32_t*>(&sm.w[16 * warp + g8 + 8][k0])};
-    const int sc_lo = sm.w_scale[16 * warp + g8][grp];
-    const int sc_hi = sm.w_scale[16 * warp + g8 + 8][grp];
-#pragma unroll
-    for (int nt = 0; nt < 4; ++nt) {
-      int c[4];
-      Mma16(a, *reinterpret_cast<const uint32_t*>(&sm.x[8 * nt + g8][k0]), c);
-      isum[nt][0] += sc_lo * c[0], isum[nt][1] += sc_lo * c[1];
-      isum[nt][2] += sc_hi * c[2], isum[nt][3] += sc_hi * c[3];
-    }
-  }
-}
-
-__device__ __forceinline__ void ZeroAcc(float (&acc)[4][4]) {
-#pragma unroll
-  for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[nt][e] = 0.0f;
-}
-
-template <class F>
-__global__ void __launch_bounds__(kThreads)
-    IntMmaKernel(const uint8_t* __restrict__ w, int64_t row_bytes, int64_t nblk, int64_t n_out,
-                 ActRows x, MmaRows map, float* __restrict__ y) {
-  AwaitPriorKernels();
-  static_assert(F::kElems == 32, "the 256-element formats run the raw-block kernels");
-  extern __shared__ __align__(16) uint8_t smem_raw[];
-  Smem& sm = *reinterpret_cast<Smem*>(smem_raw);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int g8 = lane / 4, tig = lane % 4;
-  // Row tiles vary fastest over the grid: the blocks reading one column tile's weights run
-  // together, so the weights come from DRAM once.
-  const int64_t col0 = static_cast<int64_t>(blockIdx.y) * kTileCols;
-  w = TileRows(map, blockIdx.x, row_bytes, w, sm.x_row, sm.y_row);
-  if (!w) return;  // the whole block: an unused entry of the tile table
-  // Element e of column tile nt: weight row 16 warp + g8 + 8 (e / 2), activation row
-  // 8 nt + 2 tig + e % 2 (the m16n8 accumulator layout).
-  TreeAcc tree[4][4];
-  // Each staged sub-block is one block; partial PartialAt(pi) gets its contributions in
-  // ascending block order and is finished (empty ones with 0) before the next starts.
-  float acc[4][4] = {};
-  int pi = 0;
-  int64_t left = PartialBlocks(nblk, PartialAt(0));  // blocks of partial pi still to add
-  for (int64_t b = 0; b < nblk; b += kSubs) {
-    __syncthreads();
-    StageStep<F>(sm, w, row_bytes, nblk, n_out, col0, x, b);
-    __syncthreads();
-    for (int s = 0; s < kSubs && b + s < nblk; ++s) {
-      for (; left == 0; left = PartialBlocks(nblk, PartialAt(++pi))) {
-        FinishPartial(tree, PartialAt(pi), acc);
-        ZeroAcc(acc);
-      }
-      int isum[4][4] = {};
-      SubSums(sm, warp, g8, tig, s, isum);
-#pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int c = 16 * warp + g8 + 8 * (e / 2), r = 8 * nt + 2 * tig + e % 2;
-          acc[nt][e] =
-              __fadd_rn(acc[nt][e], intq::Combine(sm.w_d[c][s], sm.x_d[r][s], isum[nt][e]));
-        }
-      --left;
-    }
-  }
-  for (; pi < 8; ++pi) {
-    FinishPartial(tree, PartialAt(pi), acc);
-    ZeroAcc(acc);
-  }
-  StoreTile(tree, col0, warp, g8, tig, sm.y_row, n_out, y);
 }
 
 // The tile table of the grouped launch: tasks sorted by expert (stable), runs of at most
@@ -243,20 +92,6 @@ __global__ void __launch_bounds__(kTableWarps* kWarp)
     if (mine) perm[at + __popc(ballot & lanes_below)] = static_cast<int32_t>(base + lane);
     at += __popc(ballot);
   }
-}
-
-template <class F>
-void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const ActRows& x,
-            const MmaRows& map, unsigned tiles, float* y, cudaStream_t stream) {
-  const dim3 grid = MmaGrid(tiles, n_out, kTileCols);
-  constexpr size_t kSmem = sizeof(Smem);
-  static_assert(kSmem <= 227 * 1024, "shared memory of one block");
-  // Set on every launch (cheap): one process may drive several devices.
-  LS_CUDA_CHECK(cudaFuncSetAttribute(IntMmaKernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kSmem)));
-  IntMmaKernel<F><<<grid, kThreads, kSmem, stream>>>(static_cast<const uint8_t*>(w), row_bytes,
-                                                     k / F::kElems, n_out, x, map, y);
-  LS_CUDA_LAUNCHED();
 }
 
 bool RawBlockType(DType type) {
@@ -341,19 +176,13 @@ bool LaunchIntMma(DType type, const void* w, int64_t row_bytes, int64_t k, int64
     if (split) LaunchBinary(Binary::kAdd, y, split, y, rows * n_out, stream);  // the tree's top add
     return true;
   }
-  if (UnverifiedKernelOn("b32") &&
-      LaunchIntMmaB32(type, w, row_bytes, k, n_out, x, map, tiles, y, stream))
-    return true;
-  return DispatchIntFormat(type, [&](auto f) {
-    if constexpr (decltype(f)::kElems == 32)  // the 256-element formats went to the raw kernels
-      Launch<decltype(f)>(w, row_bytes, k, n_out, x, map, tiles, y, stream);
-  });
+  return LaunchIntMmaB32(type, w, row_bytes, k, n_out, x, map, tiles, y, stream);
 }
 
 bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x, void* tiles,
                          cudaStream_t stream) {
   if (!DeviceHasIntMma() || !m.experts || m.ids || n_expert > kMaxMmaExperts ||
-      !HasIntegerPath(m.type))
+      !HasIntegerPath(m.type) || !B32RowFits(m.type, m.k))
     return false;
   const int64_t max_tiles = MaxTiles(m.tasks, n_expert);
   auto* perm = static_cast<int32_t*>(tiles);
@@ -377,13 +206,7 @@ bool LaunchIntMmaGrouped(const GatheredMatMul& m, int n_expert, const ActRows& x
       LaunchIntMmaQ6K(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, nullptr,
                       stream))
     return true;
-  if (UnverifiedKernelOn("b32") &&
-      LaunchIntMmaB32(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream))
-    return true;
-  return DispatchIntFormat(m.type, [&](auto f) {
-    if constexpr (decltype(f)::kElems == 32)
-      Launch<decltype(f)>(m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream);
-  });
+  return LaunchIntMmaB32(m.type, m.w, m.row_bytes, m.k, m.n_out, x, map, n_tiles, m.y, stream);
 }
 
 }  // namespace lockstep::backend::cuda

@@ -28,9 +28,6 @@ constexpr int kStepBlocks = 4;       // 32-element blocks a step
 // of three 16-byte pieces holds any 34- or 22-byte block and two pieces an 18-byte one.
 constexpr int kWindow = 48;
 constexpr int kStride = 32 * kStepBlocks + 16;  // bytes a staged row: conflict-free ldmatrix
-// Rows of at most this many blocks take this kernel (the schedule is a table in shared memory):
-// k up to 32,768, past every Gemma 4 width.
-constexpr int kMaxBlocks = 1024;
 
 struct alignas(16) Stage {
   uint8_t w[kCols][kStepBlocks][kWindow];  // raw block windows
@@ -39,9 +36,9 @@ struct alignas(16) Stage {
 };
 struct Smem {
   Stage stage[kStages];
-  int8_t levels[kCols][kStride];  // the step's weight levels, decoded from the windows
-  float wd[kCols][kStepBlocks];   // the step's weight scales
-  int16_t schedule[kMaxBlocks];   // ScheduledBlock(nblk, f) for f < nblk
+  int8_t levels[kCols][kStride];    // the step's weight levels, decoded from the windows
+  float wd[kCols][kStepBlocks];     // the step's weight scales
+  int16_t schedule[kMaxB32Blocks];  // ScheduledBlock(nblk, f) for f < nblk
   int64_t x_row[kRows], y_row[kRows];
 };
 
@@ -209,7 +206,7 @@ void Launch(const void* w, int64_t row_bytes, int64_t k, int64_t n_out, const Ac
 bool LaunchIntMmaB32(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
                      cudaStream_t stream) {
-  if (k / 32 > kMaxBlocks) return false;
+  if (!B32RowFits(type, k)) return false;
   switch (type) {
     case DType::Q8_0:
       Launch<intq::Q80>(w, row_bytes, k, n_out, x, map, tiles, y, stream);

@@ -25,6 +25,13 @@ bool LaunchIntMmaK4(DType type, const void* w, int64_t row_bytes, int64_t k, int
 bool LaunchIntMmaQ6K(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const ActRows& x, const MmaRows& map, unsigned tiles, float* y, float* y2,
                      cudaStream_t stream);
+// Rows of at most this many 32-element blocks take matmul_mma_b32.cu's kernel (its schedule is a
+// table in shared memory): k up to 32,768, past every Gemma 4 width.
+inline constexpr int64_t kMaxB32Blocks = 1024;
+// False for a 32-element format whose rows are longer than kMaxB32Blocks (true otherwise).
+inline bool B32RowFits(DType type, int64_t k) {
+  return Info(type).block_size != 32 || k / 32 <= kMaxB32Blocks;
+}
 bool LaunchIntMmaB32(DType type, const void* w, int64_t row_bytes, int64_t k, int64_t n_out,
                      const ActRows& x, const MmaRows& map, unsigned tiles, float* y,
                      cudaStream_t stream);
