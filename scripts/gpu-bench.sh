@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Issue 12's full-size GPU benchmark: Gemma 4 shapes with random weights in the Q4_K_M mix,
 # written by lockstep itself, then prefill of 512 tokens and decode of 128 at batch 1
-# (`lockstep generate`) and aggregate decode at 1, 8 and 32 sequences (engine_bench, which also
+# (`lockstep generate`, the same prompt four times in one process: pp512 is the last two
+# prompts', warm as llama-bench's after its warm-up, next to the first prompt's cold figure) and
+# aggregate decode at 1, 8 and 32 sequences (engine_bench, which also
 # checks every sequence against a solo run). Prints one table row per model. The KV cache is F16,
 # llama.cpp's default, as in the llama.cpp figures it is compared with.
 set -euo pipefail
@@ -39,28 +41,35 @@ done
 
 lockstep=$(find_bin "$bin" lockstep) writer=$(find_bin "$bin" cpu_compare_bench) engine=$(find_bin "$bin" engine_bench)
 
-prompt=$(seq -s, 1000 1511)  # 512 token ids
-echo "| model | file GB | pp512 tok/s | tg128 tok/s | engine 1 / 8 / 32 seqs tok/s | exact |"
+prompts="$work/lockstep-bench-prompts-$$.jsonl"
+python3 -c 'import json, sys; open(sys.argv[1], "w").write((json.dumps(list(range(1000, 1512))) + "\n") * 4)' \
+  "$prompts"  # the same 512 token ids, four times
+echo "| model | file GB | pp512 tok/s warm (cold) | tg128 tok/s | engine 1 / 8 / 32 seqs tok/s | exact |"
 echo "|---|---|---|---|---|---|"
 for preset in ${presets//,/ }; do
   model="$work/lockstep-bench-$preset-$$.gguf"
-  trap 'rm -f "$model"' EXIT
+  trap 'rm -f "$model" "$prompts"' EXIT
   "$writer" --write-preset "$preset" "$model" "$mix" >&2
-  gen=$("$lockstep" generate -m "$model" --device cuda --tokens "$prompt" -n 128 --ignore-eos \
-    --json --no-hash --cache-type-k "$cache" --cache-type-v "$cache")
+  gen=$("$lockstep" generate -m "$model" --device cuda --prompts-file "$prompts" --parallel 1 \
+    -n 128 --ignore-eos --no-hash --cache-type-k "$cache" --cache-type-v "$cache")
   engine_out=$("$engine" --model "$model" --device cuda --tokens 64 --seqs 1,8,32 --reps 1 \
     --cache-type "$cache" --json)
   python3 - "$preset" "$model" "$gen" "$engine_out" <<'PY'
 import json, os, sys
-preset, model, gen, engine = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4]
-t = gen["timings"]
-pp = gen["n_prompt"] / (t["prompt_ms"] / 1e3)
-tg = gen["n_generated"] / (t["generate_ms"] / 1e3)
+preset, model, engine = sys.argv[1], sys.argv[2], sys.argv[4]
+runs = sorted((json.loads(line) for line in sys.argv[3].splitlines() if line.strip()),
+              key=lambda r: r["index"])
+pps = [r["n_prompt"] / (r["timings"]["prompt_ms"] / 1e3) for r in runs]
+warm = sum(pps[2:]) / len(pps[2:])
+last = runs[-1]
+tg = last["n_generated"] / (last["timings"]["generate_ms"] / 1e3)
 rows = [r for r in json.loads(engine)["rows"] if r["mode"] == "engine"]
 agg = " / ".join(f"{r['tok_s']:.0f}" for r in rows)
 exact = "yes" if rows and all(r["exact"] for r in rows) else "NO"
 gb = os.path.getsize(model) / 1e9
-print(f"| {preset} | {gb:.1f} | {pp:.0f} | {tg:.1f} | {agg} | {exact} |")
+ids = {tuple(r["tokens"]) for r in runs}
+exact = exact if len(ids) == 1 else "NO (the four runs differ)"
+print(f"| {preset} | {gb:.1f} | {warm:.0f} ({pps[0]:.0f}) | {tg:.1f} | {agg} | {exact} |")
 PY
   rm -f "$model"
 done
