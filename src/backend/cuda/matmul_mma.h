@@ -1,4 +1,4 @@
-// Launcher of the integer path's tensor-core kernel (matmul_mma.cu): the same outputs as the
+// Launchers of the integer path's tensor-core kernels (matmul_mma.cu): the same outputs as the
 // dp4a kernels of matmul_int.cu, bit for bit, with weights read once per 32 activation rows.
 #pragma once
 

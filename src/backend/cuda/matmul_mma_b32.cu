@@ -5,7 +5,7 @@
 // each block) while step s runs. A step is 4 blocks of the row in the order the Acc8 partials
 // finish them (ScheduledBlock); its windows are decoded to int8 levels in shared memory, read
 // with ldmatrix, and one m16n8k32 MMA gives each block's exact integer dot. Each block's float
-// contribution and each partial's place in the tree are matmul_mma.cu's and quant::DotRow's,
+// contribution and each partial's place in the tree are quant::DotRow's (Combine, Acc8),
 // so every output is the CPU's bits whatever the tile or the number of rows.
 #include "backend/cuda/matmul_mma_raw.h"
 

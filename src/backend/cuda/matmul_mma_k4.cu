@@ -5,8 +5,8 @@
 // sum) is a second MMA per sub-block whose A operand is the min repeated over the sub-block,
 // accumulated in the MMA's own accumulator: the same exact integer as quant::DotRow's mins dot,
 // with no per-element integer work. Every block's float contribution and every partial's place in
-// the Acc8 tree are those of matmul_mma.cu and quant::DotRow, so the outputs are the CPU's bits
-// whatever the tile or the number of rows.
+// the Acc8 tree are quant::DotRow's, so the outputs are the CPU's bits whatever the tile or the
+// number of rows.
 #include "backend/cuda/matmul_mma_raw.h"
 
 #include <cstdint>
@@ -104,7 +104,7 @@ __device__ __forceinline__ void BlockSums(const Stage<F::kBytes>& st, int warp, 
   }
 }
 
-// One 256-block's float contributions added to acc, as matmul_mma.cu's Epilogue256 adds them.
+// One 256-block's float contributions added to acc, as quant::DotRow adds them (CombineMin).
 template <class F>
 __device__ __forceinline__ void ComputeStep(const Stage<F::kBytes>& st, int warp, int lane,
                                             float (&acc)[kNt][4]) {

@@ -6,7 +6,7 @@
 // as int8 is 4 (q - 32): two int8 m16n8k16 MMAs per 32-element sub-block give each 16-element
 // group's sum times 4, exact, the group's int8 scale is applied in integers and the block's sum
 // divided by 4 (exact) is quant::DotRow's integer. Its float contribution and its place in the
-// Acc8 tree are those of matmul_mma.cu, so every output is the CPU's bits whatever the tile or the
+// Acc8 tree are quant::DotRow's, so every output is the CPU's bits whatever the tile or the
 // number of rows.
 #include <cstdint>
 

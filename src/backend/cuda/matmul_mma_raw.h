@@ -1,7 +1,7 @@
 // Launchers of the integer path's raw-block tensor-core kernels (mma_pipeline.cuh):
 // matmul_mma_k4.cu for Q4_K and Q5_K, matmul_mma_q6k.cu for Q6_K, matmul_mma_b32.cu for Q8_0,
-// Q5_0 and Q4_0 (no split launch; false also for rows past its schedule table). The same outputs as
-// matmul_mma.cu's kernel and quant::DotRow, bit for bit. Included by .cu files.
+// Q5_0 and Q4_0 (no split launch; false also for rows past its schedule table). Their outputs are
+// quant::DotRow's, bit for bit. Included by .cu files.
 #pragma once
 
 #include <cuda_runtime.h>

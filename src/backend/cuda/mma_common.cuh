@@ -1,6 +1,6 @@
-// Device pieces shared by the integer path's tensor-core kernels (matmul_mma.cu for every
-// format, matmul_mma_k4.cu for Q4_K / Q5_K): which rows a tile holds and the fixed float tree
-// that ends each output as quant::detail::Acc8 ends it.
+// Device pieces shared by the integer path's tensor-core kernels (matmul_mma_k4.cu,
+// matmul_mma_q6k.cu, matmul_mma_b32.cu) and their launchers (matmul_mma.cu): which rows a tile
+// holds and the fixed float tree that ends each output as quant::detail::Acc8 ends it.
 #pragma once
 
 #include <cuda_runtime.h>
