@@ -108,23 +108,28 @@ class CudaIntMatMul : public ::testing::Test {
   }
   // The raw-block kernels' cases (RawBlockKernelsMatchTheCpuDotBitForBit).
   void CheckRawBlockKernels() {
-    CheckDenseAndExperts({DType::Q4_K, DType::Q5_K, DType::Q6_K}, {2304, 2560, 8448}, 2304, 720);
+    CheckDenseAndExperts({DType::Q4_K, DType::Q5_K, DType::Q6_K}, {2304, 2560, 8448}, 2304,
+                         {720, 27, 930, 40});
   }
+  // Random data of CheckDenseAndExperts: the dense weights and activations, the experts' ones.
+  struct Seeds {
+    uint32_t w, x, expert_w, expert_x;
+  };
   // For each type: 40 rows x 70 outputs at each width of `ks`, then 600 skewed expert tasks of
   // 24 outputs over 130 experts at width expert_k.
   void CheckDenseAndExperts(std::initializer_list<DType> types, std::initializer_list<int64_t> ks,
-                            int64_t expert_k, uint32_t seed) {
+                            int64_t expert_k, Seeds seeds) {
     for (DType type : types) {
       for (int64_t k : ks) {
         SCOPED_TRACE(std::string(Name(type)) + " k " + std::to_string(k));
-        CheckDense(type, 40, 70, k, seed, seed / 26);
+        CheckDense(type, 40, 70, k, seeds.w, seeds.x);
       }
       const int n_expert = 130;
       const int64_t n_out = 24;
-      const Case c = MakeCase(type, n_out * n_expert, seed + 210, expert_k);
+      const Case c = MakeCase(type, n_out * n_expert, seeds.expert_w, expert_k);
       const Weight w = gpu_->PrepareWeight(c.view);
       SCOPED_TRACE(std::string(Name(type)) + " experts");
-      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, seed / 18);
+      CheckExpertTasks(c, w, n_expert, n_out, SkewedExperts(600), 1, seeds.expert_x);
     }
   }
   // Expert ids of `tasks` tasks over 130 experts: every fourth task the last expert (a long
@@ -387,7 +392,7 @@ TEST_F(CudaIntMatMul, RawBlockKernelsMatchTheCpuDotBitForBit) {
 // quant::DotRow's bits.
 TEST_F(CudaIntMatMul, PipelinedBlock32KernelMatchesTheCpuDotBitForBit) {
   CheckDenseAndExperts({DType::Q8_0, DType::Q5_0, DType::Q4_0}, {64, 704, 736, 2112, 2816, 33024},
-                       704, 760);
+                       704, {760, 29, 970, 42});
 }
 
 // Dense launches either split in two halves of the partials (their sum is the tree's top add:

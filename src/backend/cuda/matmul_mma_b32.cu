@@ -46,18 +46,30 @@ __device__ __forceinline__ const uint8_t* WindowOf(const uint8_t* block) {
   return reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(block) & ~uintptr_t{15});
 }
 
+// The block's weight rows: which (column, schedule position) pairs hold a block, and where.
+struct WeightTile {
+  const uint8_t* w;
+  int64_t row_bytes, nblk, n_out, col0;
+  __device__ bool Has(int c, int64_t f) const { return col0 + c < n_out && f < nblk; }
+  // Column c's block at schedule position f where Has(c, f); elsewhere w (never read: the copy
+  // is zero-filled).
+  template <class F>
+  __device__ const uint8_t* Block(const Smem& sm, int c, int64_t f) const {
+    return Has(c, f) ? w + (col0 + c) * row_bytes + sm.schedule[f] * F::kBytes : w;
+  }
+};
+
 // Starts the copies of the blocks at schedule positions f0 .. f0 + 3 of every column and row of
 // the tile into `st` (positions past nblk copy nothing and leave zeros).
 template <class F>
-__device__ void IssueStep(Stage& st, const Smem& sm, const uint8_t* __restrict__ w,
-                          int64_t row_bytes, int64_t nblk, int64_t n_out, int64_t col0,
-                          const ActRows& x, int64_t f0) {
+__device__ void IssueStep(Stage& st, const Smem& sm, const WeightTile& wt, const ActRows& x,
+                          int64_t f0) {
+  const int64_t nblk = wt.nblk;
   constexpr int kPieces = F::kBytes <= 18 ? 2 : 3;
   for (int i = threadIdx.x; i < kCols * kStepBlocks * kPieces; i += kThreads) {
     const int piece = i % kPieces, s = (i / kPieces) % kStepBlocks, c = i / (kPieces * kStepBlocks);
-    const bool ok = col0 + c < n_out && f0 + s < nblk;
-    const uint8_t* block = ok ? w + (col0 + c) * row_bytes + sm.schedule[f0 + s] * F::kBytes : w;
-    pipe::CopyAsync16(&st.w[c][s][16 * piece], WindowOf(block) + 16 * piece, ok);
+    pipe::CopyAsync16(&st.w[c][s][16 * piece], WindowOf(wt.Block<F>(sm, c, f0 + s)) + 16 * piece,
+                      wt.Has(c, f0 + s));
   }
   for (int i = threadIdx.x; i < kRows * kStepBlocks * 2; i += kThreads) {
     const int half = i % 2, s = (i / 2) % kStepBlocks, r = i / (2 * kStepBlocks);
@@ -77,13 +89,11 @@ __device__ void IssueStep(Stage& st, const Smem& sm, const uint8_t* __restrict__
 // The step's weight windows to int8 levels and scales (columns or positions without a block
 // give zero scales: their outputs are never stored or their blocks never added).
 template <class F>
-__device__ void DecodeStep(const Stage& st, Smem& sm, const uint8_t* __restrict__ w,
-                           int64_t row_bytes, int64_t nblk, int64_t n_out, int64_t col0,
-                           int64_t f0) {
+__device__ void DecodeStep(const Stage& st, Smem& sm, const WeightTile& wt, int64_t f0) {
   for (int i = threadIdx.x; i < kCols * kStepBlocks; i += kThreads) {
     const int s = i % kStepBlocks, c = i / kStepBlocks;
-    const bool ok = col0 + c < n_out && f0 + s < nblk;
-    const uint8_t* block = w + (col0 + c) * row_bytes + (ok ? sm.schedule[f0 + s] : 0) * F::kBytes;
+    const bool ok = wt.Has(c, f0 + s);
+    const uint8_t* block = wt.Block<F>(sm, c, f0 + s);  // w itself (even) where none: zeros
     const uint8_t* raw = &st.w[c][s][reinterpret_cast<uintptr_t>(block) & 15];
     uint32_t lv[8];
     int sc[2];
@@ -148,10 +158,10 @@ __global__ void __launch_bounds__(kThreads, pipe::kMinBlocks)
   for (int64_t f = threadIdx.x; f < nblk; f += kThreads)
     sm.schedule[f] = static_cast<int16_t>(ScheduledBlock(nblk, f));
   __syncthreads();
+  const WeightTile wt{w, row_bytes, nblk, n_out, col0};
   const int64_t steps = (nblk + kStepBlocks - 1) / kStepBlocks;
   for (int i = 0; i < kStages - 1; ++i) {
-    if (i < steps)
-      IssueStep<F>(sm.stage[i], sm, w, row_bytes, nblk, n_out, col0, x, int64_t{kStepBlocks} * i);
+    if (i < steps) IssueStep<F>(sm.stage[i], sm, wt, x, int64_t{kStepBlocks} * i);
     pipe::CommitAsync();
   }
   TreeAcc tree[kNt][4];
@@ -162,13 +172,11 @@ __global__ void __launch_bounds__(kThreads, pipe::kMinBlocks)
     pipe::WaitAsync<kStages - 2>();  // this step's copies have landed (this thread's) ...
     __syncthreads();  // ... everyone's; the previous step's levels and stage are free
     const int64_t ahead = step + kStages - 1;
-    if (ahead < steps)
-      IssueStep<F>(sm.stage[ahead % kStages], sm, w, row_bytes, nblk, n_out, col0, x,
-                   kStepBlocks * ahead);
+    if (ahead < steps) IssueStep<F>(sm.stage[ahead % kStages], sm, wt, x, kStepBlocks * ahead);
     pipe::CommitAsync();
     const Stage& st = sm.stage[step % kStages];
     const int64_t f0 = kStepBlocks * step;
-    DecodeStep<F>(st, sm, w, row_bytes, nblk, n_out, col0, f0);
+    DecodeStep<F>(st, sm, wt, f0);
     __syncthreads();
     for (int s = 0; s < kStepBlocks && f0 + s < nblk; ++s) {
       for (; left == 0; left = PartialBlocks(nblk, PartialAt(++pi))) {
